@@ -1,0 +1,172 @@
+// Command sandboxctl is the client CLI of sandboxd: it runs code through the
+// supervisor's API and checks the supervisor's health. It owns only
+// presentation (arguments, output, exit codes); the wire protocol is package
+// client's.
+//
+// It must never talk to anything but the supervisor's socket, never run the
+// code it is given itself, and never write a returned artifact outside the
+// directory it was asked to write into.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sandboxd/sandboxd/client"
+)
+
+// Exit codes of sandboxctl itself. Payload exit codes (0..255) pass through
+// unchanged, so these overlap with them by design; use --json to tell them
+// apart for certain.
+const (
+	exitOK          = 0
+	exitNotReady    = 1   // health: the host cannot sandbox right now
+	exitUsage       = 2   // bad arguments, or the API refused the request
+	exitUnreachable = 3   // the supervisor could not be reached or answered nonsense
+	exitTimedOut    = 124 // the payload ran past its timeout (as timeout(1))
+	exitSignalBase  = 128 // + signal number, as a shell reports it
+)
+
+const helpText = `sandboxctl — client of sandboxd, the privilege-separated code sandbox.
+
+Usage:
+  sandboxctl run [--lang python|javascript] (-c CODE | FILE | -) [options]
+  sandboxctl health [--json] [--socket PATH]
+  sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH
+  sandboxctl help
+
+run options:
+  --lang L            python or javascript; inferred from FILE's extension
+                      (.py, .js, .mjs, .cjs) when not given
+  -c CODE             the program text
+  FILE | -            read the program from FILE, or from standard input
+  --json              print the result object instead of the payload's output
+  --timeout MS        exec timeout in milliseconds (default: the server's, 30000)
+  --env NAME=VALUE    set an environment variable of the payload (repeatable);
+                      --env NAME passes sandboxctl's own value of NAME
+  --stdin-file F      feed F to the payload's standard input ("-" for
+                      sandboxctl's standard input, unless the code comes from it);
+                      without it the payload's stdin is empty
+  --file WS=LOCAL     stage the local file LOCAL at WS in /workspace (repeatable)
+  --artifact GLOB     collect files matching GLOB in /workspace after the run
+                      (repeatable)
+  --artifacts-dir D   write collected artifacts below directory D
+  --socket PATH       supervisor socket (default $SANDBOXD_SOCKET, else
+                      /run/sandboxd/sandboxd.sock)
+
+The payload's stdout goes to stdout and its stderr to stderr; notes from
+sandboxctl itself (truncation, timeout, signal) go to stderr, prefixed
+"sandboxctl:".
+
+Exit status:
+  run      the payload's exit code (0..255);
+           124 when it timed out;
+           128+N when it was killed by signal N (137 = SIGKILL, e.g. out of memory);
+           the same with --json.
+  health   0 ready, 1 not ready.
+  any      2 usage error, or the API refused the request; stderr then says
+             "sandboxctl: <code>: <message>" with the API's error code;
+           3 the supervisor could not be reached or its answer made no sense.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.LookupEnv)
+	stop()
+	os.Exit(code)
+}
+
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// run is sandboxctl without the process around it, for tests.
+func run(ctx context.Context, args []string, io stdio, lookupEnv func(string) (string, bool)) int {
+	if len(args) == 0 {
+		fmt.Fprint(io.err, helpText)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], io, lookupEnv)
+	case "health":
+		return cmdHealth(ctx, args[1:], io, lookupEnv)
+	case "admin":
+		return cmdAdmin(args[1:], io)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(io.out, helpText)
+		return exitOK
+	default:
+		fmt.Fprintf(io.err, "sandboxctl: unknown command %q; see \"sandboxctl help\"\n", args[0])
+		return exitUsage
+	}
+}
+
+func defaultSocket(lookupEnv func(string) (string, bool)) string {
+	if s, _ := lookupEnv("SANDBOXD_SOCKET"); s != "" {
+		return s
+	}
+	return client.DefaultSocket
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("run script.py --json"), which the flag package alone does not
+// allow. "--" ends flag parsing; "-" is a positional argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// fs.Parse stopped at a positional argument, or after "--".
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// fail reports an error of sandboxctl or of the API and returns the exit code.
+func fail(w io.Writer, err error) int {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) {
+		msg := apiErr.Message
+		if apiErr.RetryAfter != "" {
+			msg += " (retry after " + apiErr.RetryAfter + " s)"
+		}
+		fmt.Fprintf(w, "sandboxctl: %s: %s\n", apiErr.Code, msg)
+		return exitUsage
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(w, "sandboxctl: interrupted")
+		return exitSignalBase + int(syscall.SIGINT)
+	}
+	fmt.Fprintf(w, "sandboxctl: %v\n", err)
+	return exitUnreachable
+}
+
+func usage(w io.Writer, format string, args ...any) int {
+	fmt.Fprintf(w, "sandboxctl: %s\n", fmt.Sprintf(format, args...))
+	fmt.Fprintln(w, "see \"sandboxctl help\"")
+	return exitUsage
+}
+
+// multiFlag collects a repeatable flag's values.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

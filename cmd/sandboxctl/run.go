@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/client"
+)
+
+func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string) (string, bool)) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		lang, code, stdinFile, socket, artifactsDir string
+		asJSON                                      bool
+		timeout                                     int64 = -1
+		envs, files, artifacts                      multiFlag
+	)
+	fs.StringVar(&lang, "lang", "", "")
+	fs.StringVar(&code, "c", "", "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	fs.Int64Var(&timeout, "timeout", -1, "")
+	fs.StringVar(&socket, "socket", defaultSocket(lookupEnv), "")
+	fs.Var(&envs, "env", "")
+	fs.StringVar(&stdinFile, "stdin-file", "", "")
+	fs.Var(&files, "file", "")
+	fs.Var(&artifacts, "artifact", "")
+	fs.StringVar(&artifactsDir, "artifacts-dir", "", "")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return usage(sio.err, "run: %v", err)
+	}
+	codeSet := false
+	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "c" })
+
+	// The program: exactly one of -c, FILE, "-".
+	switch {
+	case codeSet && len(pos) > 0:
+		return usage(sio.err, "run: give the code with -c or as FILE, not both")
+	case !codeSet && len(pos) == 0:
+		return usage(sio.err, "run: no code; give -c CODE, a FILE, or - for standard input")
+	case len(pos) > 1:
+		return usage(sio.err, "run: one FILE only, got %q", pos)
+	}
+	codeFromStdin := false
+	if !codeSet {
+		src := pos[0]
+		var b []byte
+		if src == "-" {
+			codeFromStdin = true
+			b, err = io.ReadAll(sio.in)
+		} else {
+			b, err = os.ReadFile(src)
+		}
+		if err != nil {
+			return usage(sio.err, "run: read code: %v", err)
+		}
+		code = string(b)
+		if lang == "" {
+			lang = langFromExt(src)
+		}
+	}
+	if lang == "" {
+		return usage(sio.err, "run: --lang is required (python or javascript)")
+	}
+
+	req := client.ExecRequest{Language: lang, Code: code, Artifacts: artifacts}
+	if timeout != -1 {
+		req.TimeoutMS = &timeout
+	}
+	if len(envs) > 0 {
+		req.Env = make(map[string]string, len(envs))
+		for _, kv := range envs {
+			name, value, ok := strings.Cut(kv, "=")
+			if !ok {
+				v, set := lookupEnv(name)
+				if !set {
+					return usage(sio.err, "run: --env %s: not set in sandboxctl's environment; use --env %s=VALUE", name, name)
+				}
+				value = v
+			}
+			req.Env[name] = value
+		}
+	}
+	if stdinFile != "" {
+		var b []byte
+		switch {
+		case stdinFile == "-" && codeFromStdin:
+			return usage(sio.err, "run: --stdin-file -: standard input already carries the code")
+		case stdinFile == "-":
+			b, err = io.ReadAll(sio.in)
+		default:
+			b, err = os.ReadFile(stdinFile)
+		}
+		if err != nil {
+			return usage(sio.err, "run: read stdin: %v", err)
+		}
+		if !utf8.Valid(b) {
+			return usage(sio.err, "run: --stdin-file %s is not UTF-8 text; the API carries stdin as a JSON string", stdinFile)
+		}
+		req.Stdin = string(b)
+	}
+	for _, f := range files {
+		ws, local, ok := strings.Cut(f, "=")
+		if !ok || ws == "" || local == "" {
+			return usage(sio.err, "run: --file %q: want WORKSPACE_PATH=LOCAL_FILE", f)
+		}
+		b, err := os.ReadFile(local)
+		if err != nil {
+			return usage(sio.err, "run: --file %s: %v", ws, err)
+		}
+		req.Files = append(req.Files, client.File{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
+	}
+	if artifactsDir != "" && len(artifacts) == 0 {
+		return usage(sio.err, "run: --artifacts-dir needs at least one --artifact")
+	}
+
+	res, raw, err := client.New(socket).Exec(ctx, req)
+	if err != nil {
+		return fail(sio.err, err)
+	}
+	if asJSON {
+		var buf bytes.Buffer
+		if json.Indent(&buf, raw, "", "  ") != nil {
+			buf.Reset()
+			buf.Write(raw)
+		}
+		buf.WriteByte('\n')
+		_, _ = sio.out.Write(buf.Bytes())
+	} else {
+		_, _ = io.WriteString(sio.out, res.Stdout)
+		_, _ = io.WriteString(sio.err, res.Stderr)
+	}
+	code2 := exitCodeOf(res, sio.err, !asJSON)
+	if artifactsDir != "" {
+		if err := saveArtifacts(artifactsDir, res.Artifacts); err != nil {
+			fmt.Fprintf(sio.err, "sandboxctl: artifacts: %v\n", err)
+			if code2 == exitOK {
+				code2 = exitUnreachable
+			}
+		}
+	} else if len(res.Artifacts) > 0 && !asJSON {
+		fmt.Fprintf(sio.err, "sandboxctl: %d artifact(s) returned; use --artifacts-dir DIR or --json to keep them\n", len(res.Artifacts))
+	}
+	return code2
+}
+
+// exitCodeOf maps a result to sandboxctl's exit status and, when notes is
+// set, explains on stderr what the plain output does not show.
+func exitCodeOf(res *client.ExecResult, w io.Writer, notes bool) int {
+	note := func(format string, args ...any) {
+		if notes {
+			fmt.Fprintf(w, "sandboxctl: "+format+"\n", args...)
+		}
+	}
+	if res.StdoutTruncated {
+		note("stdout was cut at the server's output limit")
+	}
+	if res.StderrTruncated {
+		note("stderr was cut at the server's output limit")
+	}
+	if res.QuotaExceeded {
+		note("the workspace disk quota stopped the payload")
+	}
+	if res.ArtifactsTruncated {
+		note("not every artifact was returned (artifact limits)")
+	}
+	switch {
+	case res.TimedOut:
+		note("timed out after %d ms; every process of the exec was killed", res.DurationMS)
+		return exitTimedOut
+	case res.Signal != nil:
+		sig := *res.Signal
+		if res.OOMKilled {
+			note("killed by %s: out of memory", sig)
+		} else {
+			note("killed by %s", sig)
+		}
+		if n := unix.SignalNum(sig); n != 0 {
+			return exitSignalBase + int(n)
+		}
+		return exitSignalBase
+	case res.ExitCode != nil:
+		c := *res.ExitCode
+		if c < 0 || c > 255 {
+			note("exit code %d does not fit an exit status", c)
+			return 1
+		}
+		return c
+	default:
+		note("the result has neither an exit code nor a signal")
+		return 1
+	}
+}
+
+func langFromExt(file string) string {
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".py":
+		return "python"
+	case ".js", ".mjs", ".cjs":
+		return "javascript"
+	}
+	return ""
+}
+
+// saveArtifacts writes artifacts below dir. The paths come from the server
+// and are checked anyway: through os.Root nothing can land outside dir, not
+// even via a symlink already in it, and existing files are not overwritten.
+func saveArtifacts(dir string, arts []client.Artifact) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer root.Close()
+	var errs []error
+	for _, a := range arts {
+		if err := saveArtifact(root, a); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", a.Path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func saveArtifact(root *os.Root, a client.Artifact) error {
+	p := a.Path
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == ".." || strings.ContainsAny(p, "\\\x00") {
+		return errors.New("unsafe path; not written")
+	}
+	data, err := base64.StdEncoding.DecodeString(a.ContentBase64)
+	if err != nil {
+		return fmt.Errorf("content: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	if a.SHA256 != "" && !strings.EqualFold(hex.EncodeToString(sum[:]), a.SHA256) {
+		return errors.New("content does not match its sha256; not written")
+	}
+	if d := path.Dir(p); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

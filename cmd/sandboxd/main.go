@@ -1,0 +1,152 @@
+// Command sandboxd is the supervisor: the unprivileged half of sandboxd. It
+// serves the JSON API on a Unix socket, enforces limits, writes the audit
+// trail, and starts every sandbox through the sandboxd-nsinit helper. It
+// refuses to run as root or with any capability (I1).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/supervisor"
+)
+
+// version is set at build time.
+var version = "0.1.0-dev"
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	fs := flag.NewFlagSet("sandboxd", flag.ContinueOnError)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	cfg, err := policy.Load(fs, os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 2
+	}
+	if *showVersion {
+		fmt.Println(version)
+		return 0
+	}
+	if err := checkUnprivileged(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
+	workspaces := filepath.Join(cfg.StateDir, "workspaces")
+	if err := checkHelperConfig(cfg.HelperConfigPath, workspaces); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
+
+	aw, err := audit.OpenFile(cfg.AuditLog(), cfg.AuditFsync)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
+	defer aw.Close()
+	if n := removeStaleWorkspaces(workspaces, log); n > 0 {
+		log.Warn("removed one-shot workspaces left by an earlier run", "count", n)
+	}
+	launcher, err := supervisor.NewHelperLauncher(supervisor.HelperConfig{
+		HelperPath: cfg.HelperPath, WorkspaceRoot: workspaces, Sink: aw, Log: log,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
+	ln, err := supervisor.Listen(cfg.SocketPath, cfg.SocketGroup)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
+	srv := supervisor.NewServer(cfg, launcher, launcher, aw, log, version)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "uid", os.Getuid(),
+		"helper", cfg.HelperPath, "state_dir", cfg.StateDir, "audit_log", cfg.AuditLog())
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error("serve", "err", err)
+		return 1
+	}
+	log.Info("sandboxd stopped")
+	return 0
+}
+
+// checkUnprivileged enforces I1: no root, no capability. The supervisor
+// talks to every caller; if it were compromised it must hold nothing worth
+// taking. (It cannot confine itself with seccomp or no_new_privs: the helper
+// it execs would inherit the filter, and no_new_privs would switch off the
+// helper's file capabilities.)
+func checkUnprivileged() error {
+	if os.Getuid() == 0 || os.Geteuid() == 0 || os.Getgid() == 0 || os.Getegid() == 0 {
+		return errors.New("refusing to run as root (uid or gid 0): run sandboxd as its service user, e.g. `make run` or the systemd unit in deploy/")
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fmt.Errorf("read own capabilities: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "CapEff", "CapPrm", "CapInh", "CapAmb":
+			if strings.Trim(strings.TrimSpace(v), "0") != "" {
+				return fmt.Errorf("refusing to run with capabilities (%s = %s): start sandboxd with none; only the helper carries file capabilities", k, strings.TrimSpace(v))
+			}
+		}
+	}
+	return nil
+}
+
+// checkHelperConfig fails early when the helper would refuse every launch
+// because its config names another workspace root. An unreadable config is
+// left to the health check (the helper reads it, not the supervisor).
+func checkHelperConfig(path, workspaces string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	hc, err := config.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	if filepath.Clean(hc.WorkspaceRoot) != filepath.Clean(workspaces) {
+		return fmt.Errorf("the helper config %s has workspace_root %q but this supervisor's is %q: run `make install` with the same SANDBOXD_STATE_DIR, or start sandboxd with --state-dir %s",
+			path, hc.WorkspaceRoot, workspaces, filepath.Dir(hc.WorkspaceRoot))
+	}
+	return nil
+}
+
+// removeStaleWorkspaces clears one-shot workspaces a killed supervisor left.
+func removeStaleWorkspaces(dir string, log *slog.Logger) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if err := supervisor.RemoveWorkspace(filepath.Join(dir, e.Name())); err != nil {
+			log.Error("remove stale workspace", "dir", e.Name(), "err", err)
+			continue
+		}
+		n++
+	}
+	return n
+}

@@ -1,0 +1,465 @@
+// Package integration runs sandboxd end to end under real privilege
+// separation: the supervisor as a real non-root system user with no
+// capability, the real helper with real file capabilities, real bubblewrap,
+// python3 and node. Nothing at the kernel boundary is faked.
+//
+// Setting that up needs root. Without root the tests skip with the reason;
+// under CI=true a missing prerequisite is a failure, never a skip.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/nsinit/config"
+)
+
+// testUser is the service user the supervisor runs as in these tests.
+const testUser = "sandboxd-it"
+
+// requireRoot stops a test that needs root: a skip with the reason, or a
+// failure under CI=true, where nothing may skip.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("integration tests need root (they create a service user and set file capabilities); CI=true forbids skipping")
+	}
+	t.Skip("integration tests need root: they create a service user and install the helper with file capabilities")
+}
+
+// repoRoot is the checkout, two levels up from this package.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(wd)
+}
+
+var (
+	envOnce sync.Once
+	envErr  error
+	shared  *installation
+)
+
+// installation is one installed copy of sandboxd in a root-owned temporary
+// prefix that the service user can reach (CI clones into a directory other
+// users may not read, so nothing is run from the checkout).
+type installation struct {
+	prefix  string // root-owned, 0755
+	uid     int
+	gid     int
+	created bool // the test user was created by this run
+	repo    string
+}
+
+func (in *installation) path(p ...string) string {
+	return filepath.Join(append([]string{in.prefix}, p...)...)
+}
+
+// setup builds and installs sandboxd once per test binary.
+func setup(t testing.TB) *installation {
+	t.Helper()
+	requireRoot(t)
+	envOnce.Do(func() { shared, envErr = install(repoRoot(t)) })
+	if envErr != nil {
+		t.Fatalf("set up the installation: %v", envErr)
+	}
+	return shared
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func install(repo string) (*installation, error) {
+	in := &installation{repo: repo}
+	if _, err := user.Lookup(testUser); err != nil {
+		if err := run("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", testUser); err != nil {
+			return nil, err
+		}
+		in.created = true
+	}
+	u, err := user.Lookup(testUser)
+	if err != nil {
+		return nil, err
+	}
+	in.uid, _ = strconv.Atoi(u.Uid)
+	in.gid, _ = strconv.Atoi(u.Gid)
+
+	prefix, err := os.MkdirTemp("/tmp", "sandboxd-it-")
+	if err != nil {
+		return nil, err
+	}
+	in.prefix = prefix
+	if err := os.Chmod(prefix, 0o755); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"bin", "libexec", "etc", "etc/profiles"} {
+		if err := os.MkdirAll(in.path(d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{"state", "state/workspaces", "run"} {
+		if err := os.MkdirAll(in.path(d), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chown(in.path(d), in.uid, in.gid); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range []string{"sandboxd", "sandboxctl", "sandboxd-exec"} {
+		if err := copyFile(filepath.Join(repo, "bin", b), in.path("bin", b), 0o755); err != nil {
+			return nil, fmt.Errorf("%w (run `make build` first)", err)
+		}
+	}
+	for _, p := range []string{"payload.json", "kubernetes-worker.json"} {
+		if err := copyFile(filepath.Join(repo, "profiles", p), in.path("etc/profiles", p), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	// The default helper, and its config.
+	if err := in.buildHelper("nsinit", in.path("etc/nsinit.json"), true); err != nil {
+		return nil, err
+	}
+	cfg := in.helperConfig()
+	if err := writeJSON(in.path("etc/nsinit.json"), cfg); err != nil {
+		return nil, err
+	}
+	// As make install does: compile the payload profile once, as root.
+	if err := run(in.path("libexec/nsinit"), "--compile-profile", in.path("etc/profiles/payload.json")); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// helperConfig is the helper config of this installation.
+func (in *installation) helperConfig() config.Config {
+	return config.Default(in.path("state/workspaces"), in.path("bin/sandboxd-exec"), in.path("etc/profiles/payload.json"))
+}
+
+// buildHelper builds sandboxd-nsinit with configPath compiled in, installs
+// it as libexec/<name> (root:<test group>, 0750) and, when withCaps, gives it
+// its file capabilities.
+func (in *installation) buildHelper(name, configPath string, withCaps bool) error {
+	dst := in.path("libexec", name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", dst,
+		"-ldflags", "-X github.com/sandboxd/sandboxd/nsinit/config.DefaultPath="+configPath,
+		"./cmd/sandboxd-nsinit")
+	cmd.Dir = in.repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build helper: %v: %s", err, out)
+	}
+	if err := os.Chown(dst, 0, in.gid); err != nil {
+		return err
+	}
+	if err := os.Chmod(dst, 0o750); err != nil {
+		return err
+	}
+	if withCaps {
+		return run("setcap", "cap_sys_admin,cap_net_admin+ep", dst)
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(dst+".tmp", b, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(dst+".tmp", mode); err != nil {
+		return err
+	}
+	return os.Rename(dst+".tmp", dst)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// supervisor is one running sandboxd.
+type supervisor struct {
+	t      testing.TB
+	in     *installation
+	cmd    *exec.Cmd
+	socket string
+	audit  string
+	logs   *bytes.Buffer
+	client *http.Client
+	done   chan struct{}
+}
+
+type supervisorOpts struct {
+	helper  string   // libexec name, default "nsinit"
+	extra   []string // extra flags
+	env     []string // extra environment
+	wrapper []string // argv prefix run as root before the supervisor (e.g. seccompexec)
+}
+
+func randID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// startSupervisor starts sandboxd as the test user and waits for its socket.
+func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervisor {
+	t.Helper()
+	if o.helper == "" {
+		o.helper = "nsinit"
+	}
+	id := randID()
+	s := &supervisor{t: t, in: in, logs: &bytes.Buffer{}, done: make(chan struct{}),
+		socket: in.path("run", "s-"+id+".sock"), audit: in.path("state", "audit-"+id+".log")}
+	args := []string{
+		"--socket", s.socket,
+		"--state-dir", in.path("state"),
+		"--audit-log", s.audit,
+		"--helper", in.path("libexec", o.helper),
+		"--helper-config", in.path("etc/nsinit.json"),
+	}
+	args = append(args, o.extra...)
+	bin := in.path("bin/sandboxd")
+	if len(o.wrapper) > 0 {
+		argv := append(append(append([]string{}, o.wrapper...), "--", bin), args...)
+		s.cmd = exec.Command(argv[0], argv[1:]...)
+	} else {
+		s.cmd = exec.Command(bin, args...)
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+	}
+	s.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, o.env...)
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	s.cmd.Dir = "/"
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start supervisor: %v", err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(s.stop)
+	s.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", s.socket)
+		},
+		DisableKeepAlives: true,
+	}}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			t.Fatalf("supervisor exited early: %v\n%s", s.cmd.ProcessState, s.logs)
+		default:
+		}
+		if c, err := net.Dial("unix", s.socket); err == nil {
+			c.Close()
+			return s
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("supervisor socket %s never appeared:\n%s", s.socket, s.logs)
+	return nil
+}
+
+func (s *supervisor) stop() {
+	if s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	if s.t.Failed() {
+		s.t.Logf("supervisor log:\n%s", s.logs)
+	}
+}
+
+// do sends a request and returns status and body.
+func (s *supervisor) do(method, path string, body any) (int, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, "http://sandboxd"+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v\nsupervisor log:\n%s", method, path, err, s.logs)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// execResult is the subset of the API's exec result the tests read.
+type execResult struct {
+	ID              string  `json:"id"`
+	ExitCode        *int    `json:"exit_code"`
+	Signal          *string `json:"signal"`
+	TimedOut        bool    `json:"timed_out"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	DurationMS      int64   `json:"duration_ms"`
+	Usage           struct {
+		CPUMS    int64 `json:"cpu_ms"`
+		MaxRSSKB int64 `json:"max_rss_kb"`
+	} `json:"usage"`
+	Policy struct {
+		ProfileSHA256 string         `json:"profile_sha256"`
+		MountsSHA256  string         `json:"mounts_sha256"`
+		HelperVersion string         `json:"helper_version"`
+		Limits        map[string]any `json:"limits"`
+	} `json:"policy"`
+}
+
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// exec runs code and requires a 200.
+func (s *supervisor) exec(req map[string]any) execResult {
+	s.t.Helper()
+	status, body := s.do("POST", "/v1/exec", req)
+	if status != 200 {
+		s.t.Fatalf("exec: status %d: %s", status, body)
+	}
+	var r execResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		s.t.Fatalf("decode result: %v: %s", err, body)
+	}
+	return r
+}
+
+func py(code string) map[string]any { return map[string]any{"language": "python", "code": code} }
+
+// auditRecords reads the supervisor's audit log.
+func (s *supervisor) auditRecords() []map[string]any {
+	s.t.Helper()
+	b, err := os.ReadFile(s.audit)
+	if err != nil {
+		s.t.Fatalf("read audit log: %v", err)
+	}
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			s.t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// userProcesses lists the pids owned by uid other than exclude.
+func userProcesses(uid int, exclude ...int) []string {
+	skip := map[string]bool{}
+	for _, p := range exclude {
+		skip[strconv.Itoa(p)] = true
+	}
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil || skip[e.Name()] {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "Uid:") {
+				f := strings.Fields(line)
+				if len(f) > 1 && f[1] == strconv.Itoa(uid) {
+					cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+					out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// statusField returns a field of /proc/PID/status.
+func statusField(t testing.TB, pid int, field string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == field {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return ""
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		_ = os.RemoveAll(shared.prefix)
+		if shared.created {
+			_ = run("userdel", testUser)
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,624 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestRuntimesEndToEnd(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+
+	cases := []struct {
+		name     string
+		req      map[string]any
+		wantOut  string
+		wantErr  string
+		wantExit int
+	}{
+		{"python print", py("print(1)"), "1\n", "", 0},
+		{"javascript log", map[string]any{"language": "javascript", "code": "console.log(6*7)"}, "42\n", "", 0},
+		{"python exit code and stderr", py("import sys; print('err', file=sys.stderr); sys.exit(3)"), "", "err\n", 3},
+		{"javascript exit code", map[string]any{"language": "javascript", "code": "process.exitCode = 5"}, "", "", 5},
+		{"stdin", map[string]any{"language": "python", "code": "import sys; print(sys.stdin.read().upper())", "stdin": "abc"}, "ABC\n", "", 0},
+		{"staged files and import from workspace", map[string]any{"language": "python",
+			"code": "import helper; print(helper.X, open('data/in.csv').read())",
+			"files": []map[string]string{
+				{"path": "helper.py", "content_base64": "WCA9IDQy"}, // "X = 42"
+				{"path": "data/in.csv", "content_base64": "YSxi"},   // "a,b"
+			}}, "42 a,b\n", "", 0},
+		{"env reaches payload", map[string]any{"language": "javascript", "code": "console.log(process.env.GREETING)", "env": map[string]string{"GREETING": "hi"}}, "hi\n", "", 0},
+		{"working directory is /workspace", py("import os; print(os.getcwd())"), "/workspace\n", "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := s.exec(c.req)
+			if r.ExitCode == nil || *r.ExitCode != c.wantExit {
+				t.Fatalf("exit %v signal %v, want %d; stderr %q", r.ExitCode, r.Signal, c.wantExit, r.Stderr)
+			}
+			if r.Stdout != c.wantOut {
+				t.Errorf("stdout %q, want %q", r.Stdout, c.wantOut)
+			}
+			if c.wantErr != "" && r.Stderr != c.wantErr {
+				t.Errorf("stderr %q, want %q", r.Stderr, c.wantErr)
+			}
+			if r.Policy.ProfileSHA256 == "" || r.Policy.MountsSHA256 == "" || r.Policy.HelperVersion == "" {
+				t.Errorf("policy attestation incomplete: %+v", r.Policy)
+			}
+		})
+	}
+
+	t.Run("output cap", func(t *testing.T) {
+		r := s.exec(py("import sys; sys.stdout.write('x' * 1000000)"))
+		if !r.StdoutTruncated || len(r.Stdout) != 262144 {
+			t.Fatalf("truncated=%v len=%d, want true and 262144", r.StdoutTruncated, len(r.Stdout))
+		}
+	})
+	t.Run("signal", func(t *testing.T) {
+		r := s.exec(py("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+		if r.Signal == nil || *r.Signal != "SIGKILL" || r.ExitCode != nil {
+			t.Fatalf("signal %v exit %v, want SIGKILL and null", r.Signal, r.ExitCode)
+		}
+	})
+	t.Run("workspace is removed after a one-shot exec", func(t *testing.T) {
+		r := s.exec(py("open('left.txt','w').write('x')"))
+		if _, err := os.Stat(in.path("state/workspaces", r.ID)); !os.IsNotExist(err) {
+			t.Fatalf("workspace of %s still there: %v", r.ID, err)
+		}
+	})
+}
+
+// TestI1SupervisorUnprivileged: the supervisor runs as a non-root uid with
+// CapEff = CapPrm = 0, and refuses to start otherwise.
+func TestI1SupervisorUnprivileged(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	pid := s.cmd.Process.Pid
+	if uid := strings.Fields(statusField(t, pid, "Uid")); uid[0] == "0" || uid[1] == "0" {
+		t.Fatalf("supervisor uid %v", uid)
+	}
+	for _, f := range []string{"CapEff", "CapPrm", "CapInh", "CapAmb"} {
+		if v := statusField(t, pid, f); strings.Trim(v, "0") != "" {
+			t.Errorf("supervisor %s = %s, want 0", f, v)
+		}
+	}
+
+	refuse := func(t *testing.T, attr *syscall.SysProcAttr, want string) {
+		cmd := exec.Command(in.path("bin/sandboxd"), "--socket", in.path("run", "refused-"+randID()+".sock"),
+			"--state-dir", in.path("state"), "--helper", in.path("libexec/nsinit"))
+		cmd.SysProcAttr = attr
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("supervisor started; output:\n%s", out)
+		}
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("refusal %q does not mention %q", out, want)
+		}
+	}
+	t.Run("refuses root", func(t *testing.T) { refuse(t, nil, "root") })
+	t.Run("refuses a capability", func(t *testing.T) {
+		refuse(t, &syscall.SysProcAttr{
+			Credential:  &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}},
+			AmbientCaps: []uintptr{10}, // CAP_NET_BIND_SERVICE
+		}, "capabilit")
+	})
+}
+
+// helperRecords returns the audit records the helper reported for exec id.
+func helperRecords(t *testing.T, s *supervisor, id string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, r := range s.auditRecords() {
+		if r["exec_id"] == id && r["source"] == "nsinit" {
+			facts, _ := r["facts"].(map[string]any)
+			out[r["step"].(string)] = facts
+		}
+	}
+	return out
+}
+
+// TestI2HelperHoldsNoHostCapability: only the helper's prelude runs with a
+// host capability; after it made the user namespace the helper holds none.
+func TestI2HelperHoldsNoHostCapability(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+
+	out, err := exec.Command("getcap", in.path("libexec/nsinit")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cap_net_admin,cap_sys_admin=ep") {
+		t.Fatalf("helper file capabilities: %q %v", out, err)
+	}
+	st, err := os.Stat(in.path("libexec/nsinit"))
+	if err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Fatalf("helper mode %v: setuid/setgid bit set or stat failed (%v)", st.Mode(), err)
+	}
+
+	r := s.exec(py("print(1)"))
+	recs := helperRecords(t, s, r.ID)
+	drop, enter := recs["drop"], recs["enter"]
+	if drop == nil || enter == nil {
+		t.Fatalf("helper records missing: %v", recs)
+	}
+	for _, k := range []string{"cap_eff", "cap_prm", "cap_inh", "cap_amb"} {
+		v, _ := drop[k].(string)
+		if v == "" || strings.Trim(v, "0") != "" {
+			t.Errorf("helper %s after the user namespace was made = %q, want 0", k, v)
+		}
+	}
+	if n, _ := drop["threads_checked"].(float64); n < 2 {
+		t.Errorf("threads checked %v: every Go thread must be read back", n)
+	}
+	// The helper itself stayed in the initial user namespace (so it holds
+	// nothing there) and handed bwrap a different, new one.
+	host, err := os.Stat("/proc/self/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostIno := host.Sys().(*syscall.Stat_t).Ino
+	if own, _ := enter["own_userns_inode"].(float64); uint64(own) != hostIno {
+		t.Errorf("helper's own user namespace %v, want the initial one %d", own, hostIno)
+	}
+	if made, _ := enter["userns_inode"].(float64); made == 0 || uint64(made) == hostIno {
+		t.Errorf("sandbox user namespace inode %v must be new", made)
+	}
+	if m := enter["uid_map"]; m != fmt.Sprintf("1000 %d 1", in.uid) {
+		t.Errorf("uid_map %q, want one line mapping 1000 to the service uid %d", m, in.uid)
+	}
+}
+
+// payloadProbe is a Python program that reports what the payload can see
+// and do, as JSON.
+const payloadProbe = `
+import ctypes, errno, json, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def status():
+    out = {}
+    for line in open('/proc/self/status'):
+        k, _, v = line.partition(':')
+        out[k] = v.strip()
+    return out
+def sysc(nr, *args):
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    return 0 if r >= 0 else ctypes.get_errno()
+NR = dict(unshare=272, setns=308, mount=165, umount2=166, pivot_root=155, ptrace=101, bpf=321,
+          keyctl=250, add_key=248, request_key=249, perf_event_open=298, userfaultfd=323,
+          io_uring_setup=425, kexec_load=246, init_module=175, finit_module=313,
+          open_by_handle_at=304, chroot=161)
+CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
+denied = {name: sysc(nr, 0, 0, 0, 0, 0) for name, nr in NR.items()}
+denied['unshare(CLONE_NEWUSER)'] = sysc(272, CLONE_NEWUSER)
+denied['clone(CLONE_NEWNS)'] = sysc(56, CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0)
+st = status()
+fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
+print(json.dumps({
+  'uid': os.getuid(), 'gid': os.getgid(), 'euid': os.geteuid(), 'pid': os.getpid(),
+  'caps': {k: st[k] for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')},
+  'no_new_privs': st['NoNewPrivs'], 'seccomp': st['Seccomp'],
+  'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),
+  'links': sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]),
+  'root': sorted(os.listdir('/')),
+  'fds': fds,
+  'denied': {k: errno.errorcode.get(v, v) for k, v in denied.items()},
+  'unknown_syscall': errno.errorcode.get(sysc(1000), 'ok'),
+  'environ': open('/proc/self/environ').read().split('\0')[:-1],
+  'pid1_environ': open('/proc/1/environ').read().split('\0')[:-1],
+  'writable_root': os.access('/', os.W_OK),
+}))
+`
+
+type payloadView struct {
+	UID, GID, EUID, PID int
+	Caps                map[string]string
+	NoNewPrivs          string `json:"no_new_privs"`
+	Seccomp             string
+	Pids                []int
+	Links               []string
+	Root                []string
+	Fds                 []int
+	Denied              map[string]string
+	UnknownSyscall      string   `json:"unknown_syscall"`
+	Environ             []string `json:"environ"`
+	Pid1Environ         []string `json:"pid1_environ"`
+	WritableRoot        bool     `json:"writable_root"`
+}
+
+func probePayload(t *testing.T, s *supervisor, env map[string]string) payloadView {
+	t.Helper()
+	req := py(payloadProbe)
+	if env != nil {
+		req["env"] = env
+	}
+	r := s.exec(req)
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("probe failed: exit %v stderr %s", r.ExitCode, r.Stderr)
+	}
+	var v payloadView
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil {
+		t.Fatalf("decode probe %q: %v", r.Stdout, err)
+	}
+	return v
+}
+
+// TestI3PayloadConfinement checks every property of I3 from inside a real payload.
+func TestI3PayloadConfinement(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	v := probePayload(t, s, nil)
+
+	for k, val := range v.Caps {
+		if strings.Trim(val, "0") != "" {
+			t.Errorf("payload %s = %s, want 0", k, val)
+		}
+	}
+	if v.NoNewPrivs != "1" {
+		t.Errorf("NoNewPrivs %q, want 1", v.NoNewPrivs)
+	}
+	if v.Seccomp != "2" {
+		t.Errorf("Seccomp %q, want 2 (filter)", v.Seccomp)
+	}
+	if v.UID == 0 || v.EUID == 0 || v.GID == 0 {
+		t.Errorf("payload uid %d euid %d gid %d: must be non-root inside", v.UID, v.EUID, v.GID)
+	}
+	// Own pid namespace: bwrap's reaper is 1, the payload a low pid, and
+	// nothing of the host is listed.
+	if v.PID > 10 || len(v.Pids) > 5 || v.Pids[0] != 1 {
+		t.Errorf("payload pid %d sees pids %v: not its own pid namespace", v.PID, v.Pids)
+	}
+	if len(v.Links) != 1 || v.Links[0] != "lo" {
+		t.Errorf("network links %v, want only lo", v.Links)
+	}
+	wantRoot := map[string]bool{"bin": true, "dev": true, "etc": true, "lib": true, "lib64": true, "proc": true,
+		"run": true, "sbin": true, "tmp": true, "usr": true, "workspace": true}
+	for _, e := range v.Root {
+		if !wantRoot[e] {
+			t.Errorf("unexpected entry /%s in the sandbox root %v", e, v.Root)
+		}
+	}
+	if v.WritableRoot {
+		t.Error("the sandbox root is writable: it is an unbounded tmpfs")
+	}
+	// Only 0, 1, 2 and the fd os.listdir itself opened.
+	if len(v.Fds) > 4 || v.Fds[0] != 0 || v.Fds[1] != 1 || v.Fds[2] != 2 {
+		t.Errorf("payload fds %v, want only 0, 1, 2 (+ listdir's own)", v.Fds)
+	}
+	for name, e := range v.Denied {
+		if e != "EPERM" {
+			t.Errorf("%s: %s, want EPERM", name, e)
+		}
+	}
+	if len(v.Denied) < 20 {
+		t.Errorf("only %d denied syscalls checked", len(v.Denied))
+	}
+	if v.UnknownSyscall != "ENOSYS" {
+		t.Errorf("unknown syscall answered %s, want ENOSYS", v.UnknownSyscall)
+	}
+
+	t.Run("sees no supervisor socket, state directory or other workspace", func(t *testing.T) {
+		// A long exec holds its workspace while a second one looks for it.
+		holder := make(chan execResult, 1)
+		go func() { holder <- s.exec(py("import time; open('marker-file','w').write('x'); time.sleep(3)")) }()
+		time.Sleep(700 * time.Millisecond)
+		code := fmt.Sprintf(`
+import os, json
+hits = []
+for root in ['/']:
+    for dirpath, dirs, files in os.walk(root):
+        if dirpath.startswith('/proc') or dirpath.startswith('/usr') or dirpath.startswith('/sys'):
+            dirs[:] = []
+            continue
+        for f in files + dirs:
+            p = os.path.join(dirpath, f)
+            if f == 'marker-file' or f.endswith('.sock') or %q in p or 'audit' in f:
+                hits.append(p)
+print(json.dumps(hits))`, in.prefix)
+		r := s.exec(py(code))
+		if strings.TrimSpace(r.Stdout) != "[]" {
+			t.Errorf("payload found host paths: %s %s", r.Stdout, r.Stderr)
+		}
+		<-holder
+	})
+}
+
+// TestI4Environment: the payload's environment is the fixed base plus the
+// request's env, nothing of the supervisor's or the helper's; bwrap's reaper
+// (pid 1) carries the base only.
+func TestI4Environment(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{env: []string{"SUPERVISOR_SECRET=hunter2", "LD_PRELOAD=/nonexistent.so"}})
+	v := probePayload(t, s, map[string]string{"API_TOKEN": "t0k3n"})
+	want := []string{"API_TOKEN=t0k3n", "HOME=/workspace", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp"}
+	if strings.Join(v.Environ, "\n") != strings.Join(want, "\n") {
+		t.Errorf("payload environ %q, want %q", v.Environ, want)
+	}
+	for _, kv := range v.Pid1Environ {
+		if strings.Contains(kv, "t0k3n") || strings.Contains(kv, "hunter2") || strings.HasPrefix(kv, "LD_") {
+			t.Errorf("bwrap's reaper environment leaks %q", kv)
+		}
+	}
+	if len(v.Pid1Environ) != 4 {
+		t.Errorf("pid 1 environ %q, want the 4 base variables", v.Pid1Environ)
+	}
+}
+
+// TestI6TimeoutKillsEverything: a payload that setsids and double-forks a
+// writer that outlives its timeout; when the answer comes nothing of it is
+// left and nothing writes any more.
+func TestI6TimeoutKillsEverything(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	code := `
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        # the daemonised writer: detached from every stdio pipe
+        fd = os.open('/dev/null', os.O_RDWR)
+        for i in (0, 1, 2): os.dup2(fd, i)
+        while True:
+            with open('/workspace/beat', 'a') as f: f.write('x')
+            time.sleep(0.01)
+    os._exit(0)
+print('started', flush=True)
+time.sleep(60)
+`
+	before := time.Now()
+	req := py(code)
+	req["timeout_ms"] = 1500
+	r := s.exec(req)
+	took := time.Since(before)
+	if !r.TimedOut || r.Signal == nil || *r.Signal != "SIGKILL" {
+		t.Fatalf("timed_out %v signal %v, want a timeout with SIGKILL", r.TimedOut, r.Signal)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the answer took %v for a 1.5 s timeout", took)
+	}
+	if r.Stdout != "started\n" {
+		t.Errorf("stdout %q", r.Stdout)
+	}
+	if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+		t.Fatalf("processes of the exec left after the answer: %v", left)
+	}
+	ws := in.path("state/workspaces", r.ID)
+	if _, err := os.Stat(ws); !os.IsNotExist(err) {
+		t.Fatalf("workspace still present (something may still write into it): %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(ws, "beat")); !os.IsNotExist(err) {
+		t.Fatal("the writer wrote after the answer came")
+	}
+}
+
+// TestI8FailClosed: when the sandbox cannot be built nothing runs, and the
+// caller gets 503 unavailable with the reason and the fix.
+func TestI8FailClosed(t *testing.T) {
+	in := setup(t)
+	variant := func(t *testing.T, name string, mutate func(cfgPath string, cfg map[string]any), caps bool) *supervisor {
+		cfgPath := in.path("etc", name+".json")
+		if err := in.buildHelper(name, cfgPath, caps); err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		b, _ := json.Marshal(in.helperConfig())
+		_ = json.Unmarshal(b, &cfg)
+		mutate(cfgPath, cfg)
+		if err := writeJSON(cfgPath, cfg); err != nil {
+			t.Fatal(err)
+		}
+		return in.startSupervisor(t, supervisorOpts{helper: name})
+	}
+	cases := []struct {
+		name    string
+		mutate  func(string, map[string]any)
+		caps    bool
+		check   string // health check that must say why
+		wantMsg []string
+	}{
+		{"bwrap missing", func(_ string, c map[string]any) { c["bwrap"] = "/nonexistent/bwrap" }, true,
+			"bwrap", []string{"bwrap", "apt-get install bubblewrap"}},
+		{"helper without its file capability", func(string, map[string]any) {}, false,
+			"helper", []string{"CAP_SYS_ADMIN", "setcap"}},
+		{"profile does not parse", func(p string, c map[string]any) {
+			bad := in.path("etc/profiles", filepath.Base(p)+"-broken.json")
+			_ = os.WriteFile(bad, []byte(`{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [`), 0o644)
+			c["payload_profile"] = bad
+		}, true, "seccomp", []string{"profile"}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := variant(t, fmt.Sprintf("nsinit-i8-%d", i), c.mutate, c.caps)
+			// The payload would leave a mark in a host-visible place if it ran.
+			status, body := s.do("POST", "/v1/exec", py("print('ran')"))
+			if status != 503 {
+				t.Fatalf("status %d, want 503: %s", status, body)
+			}
+			var e apiError
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "unavailable" {
+				t.Fatalf("body %s: want code unavailable", body)
+			}
+			for _, w := range c.wantMsg {
+				if !strings.Contains(e.Error.Message, w) {
+					t.Errorf("message %q does not say %q", e.Error.Message, w)
+				}
+			}
+			if !strings.Contains(e.Error.Message, "fix") {
+				t.Errorf("message %q carries no fix", e.Error.Message)
+			}
+			hs, hb := s.do("GET", "/v1/health", nil)
+			var h struct {
+				OK     bool              `json:"ok"`
+				Checks map[string]string `json:"checks"`
+			}
+			_ = json.Unmarshal(hb, &h)
+			if hs != 503 || h.OK || h.Checks[c.check] == "ok" || h.Checks[c.check] == "" {
+				t.Errorf("health %d %s: want 503 with checks.%s saying why", hs, hb, c.check)
+			}
+		})
+	}
+}
+
+// TestBadInput: bad requests get API.md's codes and the supervisor keeps serving.
+func TestBadInput(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		code   string
+	}{
+		{"malformed JSON", `{"language": "python", "code": `, 400, "invalid_argument"},
+		{"unknown field", `{"language": "python", "code": "print(1)", "shell": true}`, 400, "invalid_argument"},
+		{"bad language", map[string]any{"language": "ruby", "code": "puts 1"}, 400, "invalid_argument"},
+		{"timeout zero", map[string]any{"language": "python", "code": "1", "timeout_ms": 0}, 400, "invalid_argument"},
+		{"timeout above one-shot cap", map[string]any{"language": "python", "code": "1", "timeout_ms": 60001}, 400, "invalid_argument"},
+		{"escaping file path", map[string]any{"language": "python", "code": "1", "files": []map[string]string{{"path": "../x", "content_base64": ""}}}, 400, "invalid_argument"},
+		{"bad env name", map[string]any{"language": "python", "code": "1", "env": map[string]string{"1BAD": "x"}}, 400, "invalid_argument"},
+		{"oversized body", `{"language": "python", "code": "` + strings.Repeat("x", 9<<20) + `"}`, 413, "too_large"},
+		{"unknown route", nil, 404, "not_found"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method, path := "POST", "/v1/exec"
+			if c.body == nil {
+				method, path = "GET", "/v1/nope"
+			}
+			status, body := s.do(method, path, c.body)
+			var e apiError
+			_ = json.Unmarshal(body, &e)
+			if status != c.status || e.Error.Code != c.code || e.Error.Message == "" {
+				t.Fatalf("got %d %s, want %d %s", status, body, c.status, c.code)
+			}
+		})
+	}
+
+	t.Run("client disconnects mid-exec", func(t *testing.T) {
+		conn, err := net.Dial("unix", s.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"language":"python","code":"import os,time\nos.fork()\ntime.sleep(50)","timeout_ms":60000}`
+		fmt.Fprintf(conn, "POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(userProcesses(in.uid, s.cmd.Process.Pid)) < 2 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(userProcesses(in.uid, s.cmd.Process.Pid)) < 2 {
+			t.Fatal("the exec never started")
+		}
+		conn.Close()
+		deadline = time.Now().Add(10 * time.Second)
+		for len(userProcesses(in.uid, s.cmd.Process.Pid)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+			t.Fatalf("exec not killed after the client hung up: %v", left)
+		}
+		ents, _ := os.ReadDir(in.path("state/workspaces"))
+		for _, e := range ents {
+			t.Errorf("workspace %s left behind", e.Name())
+		}
+	})
+
+	if r := s.exec(py("print('still serving')")); r.Stdout != "still serving\n" {
+		t.Fatalf("supervisor stopped serving: %+v", r)
+	}
+}
+
+// TestAuditTrailComplete: one record per launch step, each with the exec id
+// and the caller's uid.
+func TestAuditTrailComplete(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	r := s.exec(py("print(1)"))
+	var steps []string
+	for _, rec := range s.auditRecords() {
+		if rec["exec_id"] != r.ID {
+			continue
+		}
+		steps = append(steps, rec["step"].(string))
+		if rec["caller_uid"] != float64(0) {
+			t.Errorf("record %v: caller_uid %v, want 0 (the test runs as root)", rec["step"], rec["caller_uid"])
+		}
+		if rec["ok"] != true {
+			t.Errorf("record %v not ok: %v", rec["step"], rec["error"])
+		}
+	}
+	want := "accept decide prepare enter network seccomp drop exec reap"
+	if strings.Join(steps, " ") != want {
+		t.Fatalf("steps %q, want %q", strings.Join(steps, " "), want)
+	}
+}
+
+// TestSupervisorUnderWorkerProfile runs the whole launch path with the
+// supervisor itself under profiles/kubernetes-worker.json, installed as a
+// container runtime would: as root, without no_new_privs, then dropped to
+// the service user, so the helper's file capabilities still work.
+func TestSupervisorUnderWorkerProfile(t *testing.T) {
+	in := setup(t)
+	tool := in.path("bin/seccompexec")
+	cmd := exec.Command("go", "build", "-o", tool, "./integration/seccompexec")
+	cmd.Dir = in.repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build seccompexec: %v: %s", err, out)
+	}
+	s := in.startSupervisor(t, supervisorOpts{wrapper: []string{tool,
+		"-profile", in.path("etc/profiles/kubernetes-worker.json"),
+		"-uid", fmt.Sprint(in.uid), "-gid", fmt.Sprint(in.gid)}})
+	if v := statusField(t, s.cmd.Process.Pid, "Seccomp"); v != "2" {
+		t.Fatalf("supervisor Seccomp = %s, want 2 (under the worker profile)", v)
+	}
+	if v := statusField(t, s.cmd.Process.Pid, "NoNewPrivs"); v != "0" {
+		t.Fatalf("supervisor NoNewPrivs = %s, want 0 (file capabilities must work)", v)
+	}
+	if r := s.exec(py("print(1)")); r.Stdout != "1\n" {
+		t.Fatalf("python under the worker profile: %+v", r)
+	}
+	if r := s.exec(map[string]any{"language": "javascript", "code": "console.log(1)"}); r.Stdout != "1\n" {
+		t.Fatalf("node under the worker profile: %+v", r)
+	}
+	v := probePayload(t, s, nil)
+	if v.Seccomp != "2" || v.NoNewPrivs != "1" || len(v.Links) != 1 {
+		t.Fatalf("payload under the worker profile: %+v", v)
+	}
+}
+
+// TestSandboxctlRun drives the CLI against the real supervisor.
+func TestSandboxctlRun(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	ctl := func(args ...string) (string, string, int) {
+		cmd := exec.Command(in.path("bin/sandboxctl"), append([]string{"run", "--socket", s.socket}, args...)...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), code
+	}
+	if out, _, code := ctl("--lang", "python", "-c", "print(1)"); out != "1\n" || code != 0 {
+		t.Fatalf("python: %q exit %d", out, code)
+	}
+	if out, _, code := ctl("--lang", "javascript", "-c", "console.log('x'); process.exit(7)"); out != "x\n" || code != 7 {
+		t.Fatalf("javascript: %q exit %d", out, code)
+	}
+	f := filepath.Join(t.TempDir(), "prog.py")
+	_ = os.WriteFile(f, []byte("import sys; sys.stderr.write('e'); sys.exit(4)"), 0o644)
+	if _, errOut, code := ctl("--lang", "python", f); errOut != "e" || code != 4 {
+		t.Fatalf("file: stderr %q exit %d", errOut, code)
+	}
+	if out, _, code := ctl("--lang", "python", "--json", "-c", "print(2)"); code != 0 || !strings.Contains(out, `"stdout"`) {
+		t.Fatalf("--json: %q exit %d", out, code)
+	}
+}

@@ -1,0 +1,414 @@
+// Package nsinit is sandboxd's privileged helper: everything that happens
+// between the supervisor handing over a launch spec and bubblewrap starting.
+// Its host privilege lives in the C prelude (package prelude), which has made
+// the namespaces and dropped every capability before any code here runs.
+//
+// It owns: reading and validating the spec against its own root-owned config,
+// verifying the network namespace, compiling the payload's seccomp profile,
+// rlimits and no_new_privs, and building bubblewrap's argv and environment.
+//
+// It must never take a trust-defining setting (bwrap path, binds, profile,
+// workspace root) from the supervisor, never pass the supervisor's or its
+// own environment on, and never exec anything but the configured bwrap.
+package nsinit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/nsinit/prelude"
+	"github.com/sandboxd/sandboxd/nsinit/spec"
+)
+
+// Version is the helper's version, set at build time and echoed in every
+// exec result's policy attestation.
+var Version = "0.1.0-dev"
+
+// fixCapabilities is the operator's fix when the helper lacks its privilege.
+func fixCapabilities(helper string) string {
+	return fmt.Sprintf("give the helper its file capabilities: setcap cap_sys_admin,cap_net_admin+ep %s (run `sandboxctl doctor` to check the host)", helper)
+}
+
+// launch carries the state of one launch through the steps of Main.
+type launch struct {
+	rep        *reporter
+	pre        prelude.Outcome
+	cfg        *config.Config
+	spec       *spec.LaunchSpec
+	rt         config.Runtime
+	probe      bool
+	fds        BwrapFDs
+	profileSHA string
+}
+
+// Main runs the helper's launch order and returns its exit status; on
+// success it does not return (bwrap replaces the process). The order is the
+// one in DESIGN.md, one report per step:
+//
+//	enter    config, spec, the prelude's namespaces, the workspace fd
+//	network  only "lo", up, in the prelude's network namespace
+//	seccomp  the payload profile compiled to cBPF for bwrap's --seccomp
+//	drop     no capability in any thread, rlimits, no_new_privs
+//	exec     bwrap with the argv and environment built here
+func Main(pre prelude.Outcome) int {
+	// no_new_privs and the final execve must happen on the same thread.
+	runtime.LockOSThread()
+	// Nothing of the supervisor's environment may reach bwrap or the payload.
+	os.Clearenv()
+
+	for _, fd := range []int{spec.FDSpec, spec.FDReport, spec.FDStatus} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "sandboxd-nsinit: fd %d not open: it is meant to be started by sandboxd with the spec on fd 3, reports on fd 4, bwrap status on fd 5\n", fd)
+			return spec.ExitUsage
+		}
+	}
+	unix.CloseOnExec(spec.FDReport)
+	l := &launch{rep: &reporter{f: os.NewFile(spec.FDReport, "report"), start: pre.StartedNS}, pre: pre}
+	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
+		if status := step(); status != 0 {
+			return status
+		}
+	}
+	return spec.ExitExec // unreachable: exec either replaced us or failed
+}
+
+func (l *launch) enter() int {
+	cfg, err := config.Load(config.DefaultPath)
+	if err != nil {
+		return l.rep.fail("enter", spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid", nil)
+	}
+	l.cfg = cfg
+	specFile := os.NewFile(spec.FDSpec, "spec")
+	s, err := spec.Decode(specFile)
+	specFile.Close()
+	if err != nil {
+		return l.rep.fail("enter", spec.ExitSpec, err, "", nil)
+	}
+	l.spec = s
+	if err := l.checkSpec(); err != nil {
+		return l.rep.fail("enter", spec.ExitSpec, err, "", nil)
+	}
+
+	facts := map[string]any{
+		"exec_id": s.ExecID, "caller_uid": s.CallerUID, "runtime": s.Runtime, "probe": l.probe,
+		"helper_version": Version, "config": config.DefaultPath, "config_sha256": fileSHA256(config.DefaultPath),
+		"euid": l.pre.EUID, "egid": l.pre.EGID,
+		"uid_map": strings.TrimSpace(l.pre.UIDMap), "gid_map": strings.TrimSpace(l.pre.GIDMap),
+		"setgroups": "deny", "holder_pid": l.pre.HolderPID,
+		"prelude_us": (l.pre.FinishedNS - l.pre.StartedNS) / 1000,
+	}
+	if l.pre.FailedStep != "" {
+		status, fix := spec.ExitEnter, fixCapabilities(selfPath())
+		switch {
+		case l.pre.FailedStep == "network":
+			status = spec.ExitNetwork
+		case l.pre.FailedStep == "drop":
+			status = spec.ExitDrop
+		case l.pre.Errno == unix.ENOSPC:
+			fix = "raise user.max_user_namespaces (sysctl) above the number of concurrent execs"
+		case strings.Contains(l.pre.Message, "uid or gid 0"):
+			fix = "start sandboxd as its service user, never as root"
+		}
+		return l.rep.fail(l.pre.FailedStep, status, l.pre.Err(), fix, facts)
+	}
+	facts["userns_inode"] = nsInode(fmt.Sprintf("/proc/self/fd/%d", l.pre.UsernsFD))
+	facts["own_userns_inode"] = nsInode("/proc/self/ns/user")
+	l.fds.Userns = l.pre.UsernsFD
+
+	ws, err := openWorkspace(cfg.WorkspaceRoot, s.Workspace, l.pre.EUID)
+	if err != nil {
+		return l.rep.fail("enter", spec.ExitSpec, err, "", facts)
+	}
+	l.fds.Workspace = ws
+	facts["workspace"] = s.Workspace
+	l.rep.ok("enter", facts)
+	return 0
+}
+
+// checkSpec validates the spec against the helper's own config.
+func (l *launch) checkSpec() error {
+	s := l.spec
+	if s.Runtime == "probe" {
+		l.probe, l.rt = true, ProbeRuntime
+	} else {
+		rt, ok := l.cfg.Runtimes[s.Runtime]
+		if !ok {
+			return fmt.Errorf("runtime %q is not configured", s.Runtime)
+		}
+		l.rt = rt
+	}
+	if s.TmpSizeBytes == 0 {
+		s.TmpSizeBytes = l.cfg.TmpSizeMaxBytes
+	}
+	if s.TmpSizeBytes > l.cfg.TmpSizeMaxBytes {
+		return fmt.Errorf("tmp_size_bytes %d above the helper's cap %d", s.TmpSizeBytes, l.cfg.TmpSizeMaxBytes)
+	}
+	for _, rl := range s.Process.Rlimits {
+		if rl.Type == "RLIMIT_CORE" {
+			continue // always 0, whatever was asked
+		}
+		max, ok := l.cfg.RlimitMax[rl.Type]
+		if !ok || rl.Hard > max {
+			return fmt.Errorf("%s hard %d above the helper's cap %d", rl.Type, rl.Hard, max)
+		}
+	}
+	return nil
+}
+
+// openWorkspace opens root/name as an O_PATH directory fd without following
+// any symlink and without leaving root, and checks that the supervisor's uid
+// owns it: the supervisor may only hand its own directories to a sandbox.
+func openWorkspace(root, name string, owner int) (int, error) {
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open workspace root %q: %w", root, err)
+	}
+	defer unix.Close(rootFD)
+	// Inheritable on purpose (no O_CLOEXEC): bwrap binds it with --bind-fd.
+	fd, err := unix.Openat2(rootFD, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("open workspace %q below %q: %w", name, root, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("stat workspace %q: %w", name, err)
+	}
+	if int(st.Uid) != owner {
+		unix.Close(fd)
+		return -1, fmt.Errorf("workspace %q is owned by uid %d, not the supervisor's uid %d", name, st.Uid, owner)
+	}
+	return fd, nil
+}
+
+func (l *launch) network() int {
+	facts := map[string]any{"mode": l.spec.Network, "netns_inode": nsInode("/proc/self/ns/net")}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("list links: %w", err), "", facts)
+	}
+	var names []string
+	for _, link := range links {
+		names = append(names, link.Attrs().Name)
+	}
+	facts["links"] = names
+	if len(links) != 1 || links[0].Attrs().Name != "lo" {
+		return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("network namespace has links %v, want only lo", names), "", facts)
+	}
+	if links[0].Attrs().Flags&net.FlagUp == 0 {
+		return l.rep.fail("network", spec.ExitNetwork, errors.New("loopback is down"), "", facts)
+	}
+	addrs, err := netlink.AddrList(links[0], netlink.FAMILY_ALL)
+	if err != nil {
+		return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("list addresses: %w", err), "", facts)
+	}
+	var as []string
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("non-loopback address %s on lo", a.IPNet), "", facts)
+		}
+		as = append(as, a.IPNet.String())
+	}
+	facts["addrs"] = as
+	l.rep.ok("network", facts)
+	return 0
+}
+
+func (l *launch) seccomp() int {
+	path := l.cfg.PayloadProfile
+	facts := map[string]any{"profile": path}
+	fix := "reinstall the payload profile (make install): it must be root-owned, valid Docker/OCI seccomp JSON"
+	if err := config.CheckRootOwned(path); err != nil {
+		return l.rep.fail("seccomp", spec.ExitSeccomp, fmt.Errorf("payload profile: %w", err), fix, facts)
+	}
+	bpf, sha, source, p, err := payloadFilter(path)
+	facts["profile_sha256"], facts["bpf_source"] = sha, source
+	if err != nil {
+		return l.rep.fail("seccomp", spec.ExitSeccomp, err, fix, facts)
+	}
+	if p != nil {
+		facts["skipped_syscalls"] = p.Skipped
+	}
+	fd, err := sealedMemfd("sandboxd-seccomp", bpf)
+	if err != nil {
+		return l.rep.fail("seccomp", spec.ExitSeccomp, err, "", facts)
+	}
+	l.fds.Seccomp = fd
+	l.profileSHA = sha
+	facts["bpf_instructions"] = len(bpf) / 8
+	facts["bpf_sha256"] = sha256Hex(bpf)
+	facts["applied_by"] = "bwrap --seccomp, immediately before it execs the payload"
+	l.rep.ok("seccomp", facts)
+	return 0
+}
+
+func (l *launch) drop() int {
+	facts := map[string]any{}
+	// RLIMIT_CORE first and always: a core of a payload is a copy of its memory.
+	limits := map[string]uint64{"RLIMIT_CORE": 0}
+	for _, rl := range l.spec.Process.Rlimits {
+		if rl.Type != "RLIMIT_CORE" {
+			limits[rl.Type] = rl.Hard
+			if err := setRlimit(rl.Type, rl.Soft, rl.Hard); err != nil {
+				return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+			}
+		}
+	}
+	if err := setRlimit("RLIMIT_CORE", 0, 0); err != nil {
+		return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+	}
+	facts["rlimits"] = limits
+
+	threads, err := ThreadCaps()
+	if err != nil {
+		return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+	}
+	for tid, c := range threads {
+		if c.Held() {
+			return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("thread %s still holds capabilities %+v", tid, c), "", facts)
+		}
+	}
+	leader := threads[fmt.Sprint(os.Getpid())]
+	facts["threads_checked"] = len(threads)
+	facts["cap_inh"], facts["cap_prm"], facts["cap_eff"], facts["cap_amb"], facts["cap_bnd"] = leader.Inh, leader.Prm, leader.Eff, leader.Amb, leader.Bnd
+
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("set no_new_privs: %w", err), "", facts)
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil || nnp != 1 {
+		return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("no_new_privs reads back %d: %v", nnp, err), "", facts)
+	}
+	facts["no_new_privs"] = nnp
+	l.rep.ok("drop", facts)
+	return 0
+}
+
+var rlimitResources = map[string]int{
+	"RLIMIT_CORE": unix.RLIMIT_CORE, "RLIMIT_NOFILE": unix.RLIMIT_NOFILE, "RLIMIT_FSIZE": unix.RLIMIT_FSIZE,
+	"RLIMIT_STACK": unix.RLIMIT_STACK, "RLIMIT_AS": unix.RLIMIT_AS, "RLIMIT_MEMLOCK": unix.RLIMIT_MEMLOCK,
+}
+
+func setRlimit(name string, soft, hard uint64) error {
+	res, ok := rlimitResources[name]
+	if !ok {
+		return fmt.Errorf("unknown rlimit %s", name)
+	}
+	if err := unix.Setrlimit(res, &unix.Rlimit{Cur: soft, Max: hard}); err != nil {
+		return fmt.Errorf("setrlimit %s %d/%d: %w", name, soft, hard, err)
+	}
+	return nil
+}
+
+func (l *launch) exec() int {
+	cfg := l.cfg
+	facts := map[string]any{}
+	for what, p := range map[string]string{"bwrap": cfg.Bwrap, "shim": cfg.Shim} {
+		if err := config.CheckRootOwned(p); err != nil {
+			fix := "install bubblewrap: apt-get install bubblewrap"
+			if what == "shim" {
+				fix = "reinstall sandboxd (make install)"
+			}
+			return l.rep.fail("exec", spec.ExitExec, fmt.Errorf("%s: %w", what, err), fix, facts)
+		}
+	}
+	env := PayloadEnv(cfg.BaseEnv, l.spec.Process.Env)
+	envFD, err := sealedMemfd("sandboxd-env", []byte(strings.Join(env, "\x00")+"\x00"))
+	if err != nil {
+		return l.rep.fail("exec", spec.ExitExec, err, "", facts)
+	}
+	l.fds.Env, l.fds.Code, l.fds.Status = envFD, -1, spec.FDStatus
+	if !l.probe {
+		if l.fds.Code, err = sealedMemfd("sandboxd-code", []byte(l.spec.Code)); err != nil {
+			return l.rep.fail("exec", spec.ExitExec, err, "", facts)
+		}
+	}
+	argv := BwrapArgs(cfg, l.rt, l.fds, l.spec.TmpSizeBytes)
+	facts["argv"] = argv
+	facts["bwrap_env"] = cfg.BaseEnv
+	facts["payload_env_names"] = EnvNames(env)
+	facts["mounts_sha256"] = MountsDigest(cfg, l.spec.TmpSizeBytes)
+	facts["profile_sha256"] = l.profileSHA
+	facts["helper_version"] = Version
+	facts["code_sha256"] = sha256Hex([]byte(l.spec.Code))
+	l.rep.ok("exec", facts)
+	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
+	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.
+	err = unix.Exec(cfg.Bwrap, argv, cfg.BaseEnv)
+	return l.rep.fail("exec", spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap", facts)
+}
+
+// MountsDigest is the sha256 of everything that decides what the payload
+// can see, for the policy attestation of an exec result.
+func MountsDigest(cfg *config.Config, tmpSize int64) string {
+	b, _ := json.Marshal(struct {
+		ROBinds  []string
+		Symlinks []config.Symlink
+		Devices  []string
+		Shim     string
+		TmpSize  int64
+		Writable []string
+	}{cfg.ROBinds, cfg.Symlinks, cfg.Devices, cfg.Shim, tmpSize, []string{"/workspace", "/tmp", "/dev/shm"}})
+	return sha256Hex(b)
+}
+
+// sealedMemfd returns an inheritable memfd holding data, sealed against any
+// change and positioned at 0 for bwrap to read.
+func sealedMemfd(name string, data []byte) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create %s: %w", name, err)
+	}
+	for rest := data; len(rest) > 0; {
+		n, err := unix.Write(fd, rest)
+		if err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("write %s: %w", name, err)
+		}
+		rest = rest[n:]
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("seal %s: %w", name, err)
+	}
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("rewind %s: %w", name, err)
+	}
+	return fd, nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func fileSHA256(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return sha256Hex(b)
+}
+
+func selfPath() string {
+	p, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return "sandboxd-nsinit"
+	}
+	return p
+}

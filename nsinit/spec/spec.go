@@ -1,0 +1,218 @@
+// Package spec defines the launch spec that the supervisor hands to
+// sandboxd-nsinit on an inherited pipe, the helper's step reports, and the
+// helper's exit statuses. It is the whole contract across the privilege
+// boundary, so it is small, versioned and decoded strictly.
+//
+// It must never carry anything trust-defining: the bwrap path, runtime
+// binaries, bind mounts, profiles and the workspace root come from the
+// helper's own root-owned config, never from this spec.
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Version is the only launch spec version this helper accepts.
+const Version = 1
+
+// MaxSize bounds the encoded spec read from the spec fd. Code travels in the
+// spec, so this is also the largest program one launch can carry.
+const MaxSize = 4 << 20
+
+// Inherited file descriptors of sandboxd-nsinit. Everything else is closed
+// before the helper does anything with its privilege.
+const (
+	FDSpec   = 3 // read end of a pipe carrying one encoded LaunchSpec
+	FDReport = 4 // write end of a pipe for JSON-lines step reports
+	FDStatus = 5 // write end handed to bwrap as --json-status-fd
+)
+
+// Network modes.
+const NetworkNone = "none"
+
+// LaunchSpec is what the supervisor may ask for. Every field is validated by
+// the helper against its own config before use.
+type LaunchSpec struct {
+	Version int    `json:"version"`
+	ExecID  string `json:"exec_id"`
+	// CallerUID is recorded in the helper's reports; it grants nothing.
+	CallerUID int `json:"caller_uid"`
+	// Runtime names a runtime in the helper's config ("python", "javascript").
+	Runtime string `json:"runtime"`
+	// Workspace is a directory name (one path component) below the helper's
+	// configured workspace root.
+	Workspace string `json:"workspace"`
+	// Code is the program text, handed to the runtime as a read-only file.
+	Code string `json:"code"`
+	// Network is the network mode; only "none" exists.
+	Network string `json:"network"`
+	// TmpSizeBytes sizes the sandbox's /tmp tmpfs; clamped by the helper's config.
+	TmpSizeBytes int64 `json:"tmp_size_bytes"`
+	// Process carries the payload's request environment (NAME=value, names
+	// already filtered by the supervisor, re-checked here) and rlimits.
+	// Args, Cwd, User, Capabilities and the rest must be empty: the helper
+	// builds them itself.
+	Process specs.Process `json:"process"`
+}
+
+var (
+	execIDRe    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	workspaceRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	envNameRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// AllowedRlimits are the rlimits a spec may set; the helper clamps each to its config.
+var AllowedRlimits = map[string]bool{
+	"RLIMIT_CORE": true, "RLIMIT_NOFILE": true, "RLIMIT_FSIZE": true,
+	"RLIMIT_STACK": true, "RLIMIT_AS": true, "RLIMIT_MEMLOCK": true,
+}
+
+// Decode reads one spec from r, refusing anything over MaxSize, unknown
+// fields, trailing data and versions other than Version.
+func Decode(r io.Reader) (*LaunchSpec, error) {
+	buf, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read launch spec: %w", err)
+	}
+	if len(buf) > MaxSize {
+		return nil, fmt.Errorf("launch spec larger than %d bytes", MaxSize)
+	}
+	return DecodeBytes(buf)
+}
+
+// DecodeBytes decodes and validates one encoded spec.
+func DecodeBytes(buf []byte) (*LaunchSpec, error) {
+	var probe struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(buf, &probe); err != nil {
+		return nil, fmt.Errorf("decode launch spec: %w", err)
+	}
+	if probe.Version == nil || *probe.Version != Version {
+		return nil, fmt.Errorf("launch spec version %v not supported (want %d)", deref(probe.Version), Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(buf))
+	dec.DisallowUnknownFields()
+	var s LaunchSpec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("decode launch spec: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("decode launch spec: trailing data after the spec")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return "missing"
+	}
+	return *p
+}
+
+// Validate checks the spec's shape. Values that depend on the helper's config
+// (runtime names, size caps) are checked by the helper.
+func (s *LaunchSpec) Validate() error {
+	if !execIDRe.MatchString(s.ExecID) {
+		return fmt.Errorf("exec_id %q: want 1-64 of [A-Za-z0-9_-]", s.ExecID)
+	}
+	if !workspaceRe.MatchString(s.Workspace) {
+		return fmt.Errorf("workspace %q: want one path component of [A-Za-z0-9_-]", s.Workspace)
+	}
+	if s.Runtime == "" {
+		return errors.New("runtime is required")
+	}
+	if s.Network != NetworkNone {
+		return fmt.Errorf("network mode %q not supported", s.Network)
+	}
+	if s.TmpSizeBytes < 0 {
+		return fmt.Errorf("tmp_size_bytes %d is negative", s.TmpSizeBytes)
+	}
+	if strings.ContainsRune(s.Code, 0) {
+		return errors.New("code contains a NUL byte")
+	}
+	p := s.Process
+	if len(p.Args) != 0 || p.CommandLine != "" || p.Cwd != "" || p.Capabilities != nil ||
+		p.User.UID != 0 || p.User.GID != 0 || len(p.User.AdditionalGids) != 0 || p.User.Username != "" ||
+		p.Terminal || p.ConsoleSize != nil || p.ApparmorProfile != "" || p.SelinuxLabel != "" ||
+		p.OOMScoreAdj != nil || p.Scheduler != nil || p.IOPriority != nil || p.ExecCPUAffinity != nil ||
+		p.NoNewPrivileges {
+		return errors.New("process: only env and rlimits may be set; the helper builds the rest")
+	}
+	seen := map[string]bool{}
+	for _, kv := range p.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || !envNameRe.MatchString(name) {
+			return fmt.Errorf("process.env entry %q: want NAME=value with NAME matching %s", truncate(kv), envNameRe)
+		}
+		if strings.ContainsRune(kv, 0) {
+			return fmt.Errorf("process.env %s contains a NUL byte", name)
+		}
+		if seen[name] {
+			return fmt.Errorf("process.env %s given twice", name)
+		}
+		seen[name] = true
+	}
+	for _, rl := range p.Rlimits {
+		if !AllowedRlimits[rl.Type] {
+			return fmt.Errorf("process.rlimits: %s may not be set", rl.Type)
+		}
+		if rl.Soft > rl.Hard {
+			return fmt.Errorf("process.rlimits: %s soft %d above hard %d", rl.Type, rl.Soft, rl.Hard)
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Report is one JSON line the helper writes on FDReport for each step it
+// finishes or fails. The supervisor turns each into an audit record.
+type Report struct {
+	Step  string         `json:"step"`
+	OK    bool           `json:"ok"`
+	Error string         `json:"error,omitempty"`
+	Fix   string         `json:"fix,omitempty"`
+	Facts map[string]any `json:"facts,omitempty"`
+}
+
+// Exit statuses of sandboxd-nsinit when it fails before exec'ing bwrap. Each
+// step has its own, so the supervisor and an operator can tell them apart
+// even without the report pipe. Statuses below 100 belong to bwrap and the
+// payload.
+const (
+	ExitUsage   = 100 // wrong fds or arguments
+	ExitConfig  = 101 // the helper's own config is unreadable or invalid
+	ExitSpec    = 102 // the launch spec was refused
+	ExitEnter   = 103 // user namespace creation or uid/gid maps failed
+	ExitNetwork = 104 // network namespace set-up or verification failed
+	ExitSeccomp = 105 // the payload profile could not be loaded or compiled
+	ExitDrop    = 106 // dropping capabilities or setting no_new_privs failed
+	ExitExec    = 107 // bwrap could not be exec'd (missing, not executable)
+)
+
+// Unavailable reports whether a helper exit status means "the host cannot
+// sandbox right now" (503) rather than a bug or a refused spec.
+func Unavailable(status int) bool {
+	switch status {
+	case ExitConfig, ExitEnter, ExitNetwork, ExitSeccomp, ExitDrop, ExitExec:
+		return true
+	}
+	return false
+}

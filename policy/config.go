@@ -1,0 +1,342 @@
+package policy
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Defaults of the operator settings (DESIGN.md, "Limits"; API.md).
+const (
+	DefaultSocketPath       = "/run/sandboxd/sandboxd.sock"
+	DefaultStateDir         = "/var/lib/sandboxd"
+	DefaultAuditLogName     = "audit.log" // below the state dir
+	DefaultHelperPath       = "/usr/local/libexec/sandboxd/sandboxd-nsinit"
+	DefaultHelperConfigPath = "/etc/sandboxd/nsinit.json"
+
+	DefaultExecTimeoutMS    = 30_000
+	DefaultExecTimeoutMaxMS = 60_000  // one-shot execs
+	DefaultExecTimeoutCapMS = 600_000 // session execs
+
+	DefaultOutputLimitBytes    = 256 << 10
+	DefaultMaxBodyBytes        = 8 << 20
+	DefaultMaxCodeBytes        = 1 << 20
+	DefaultTmpSizeBytes        = 256 << 20
+	DefaultMemoryBytes         = 2 << 30
+	DefaultPids                = 256
+	DefaultCPUs                = 1.0
+	DefaultNoFile              = 1024
+	DefaultWorkspaceQuotaBytes = 1024 << 20
+	DefaultMaxSessions         = 16
+	DefaultMaxConcurrentExecs  = 4
+	DefaultIdleTTLSeconds      = 1800
+	DefaultIdleTTLCapSeconds   = 86400
+)
+
+// Hard bounds that Validate enforces on the operator's settings. They are
+// sanity limits, not recommendations: a value outside them is a typo or a
+// unit mistake (bytes for MiB, seconds for milliseconds), and starting with
+// it would fail later and less clearly.
+const (
+	// maxSocketPathLen is sizeof(sockaddr_un.sun_path) minus the NUL; a
+	// longer path cannot be bound at all.
+	maxSocketPathLen = 107
+	// MaxCodeBytesLimit keeps code below the launch spec's 4 MiB cap
+	// (nsinit/spec.MaxSize), with room for the rest of the spec: code
+	// travels to the helper inside the JSON spec. It is not a guarantee:
+	// JSON escaping can grow code up to six-fold, so the launcher must still
+	// check the encoded size.
+	MaxCodeBytesLimit   = 3 << 20
+	maxTimeoutCapMS     = 24 * 3600 * 1000
+	maxOutputLimitBytes = 64 << 20
+	maxBodyBytesLimit   = 1 << 30
+	minBodyBytes        = 1 << 10
+	maxUnixID           = 1<<32 - 2 // (uid_t)-1 means "no change" to the kernel
+)
+
+// Config is every operator setting of the supervisor that concerns the API
+// and execs. Build one with Load (or Defaults, ApplyEnv, RegisterFlags and
+// flag parsing, in that order), then call Validate.
+type Config struct {
+	// SocketPath is the Unix socket the API listens on.
+	SocketPath string
+	// SocketGroup, when set, is the group (name or numeric gid) given to the
+	// socket, whose mode is 0660, so members of it can connect.
+	SocketGroup string
+	// AllowUIDs and AllowGIDs extend who may use the API beyond root and the
+	// supervisor's own uid; a gid matches the peer's primary group.
+	AllowUIDs []int
+	AllowGIDs []int
+
+	// StateDir holds workspaces, sessions and, by default, the audit log.
+	StateDir string
+	// AuditLogPath is the audit log; empty means StateDir/audit.log (see
+	// AuditLog).
+	AuditLogPath string
+	// AuditFsync makes every audit record durable before the supervisor acts
+	// on it.
+	AuditFsync bool
+
+	// ExecTimeoutMS is the timeout of an exec that does not ask for one.
+	ExecTimeoutMS int64
+	// ExecTimeoutMaxMS bounds timeout_ms of one-shot execs (1..this).
+	ExecTimeoutMaxMS int64
+	// ExecTimeoutCapMS bounds timeout_ms of session execs (1..this).
+	ExecTimeoutCapMS int64
+
+	// OutputLimitBytes cuts stdout and stderr, each.
+	OutputLimitBytes int64
+	// MaxBodyBytes bounds a JSON request body (413 too_large above it).
+	MaxBodyBytes int64
+	// MaxCodeBytes bounds the code of one exec (413 too_large above it).
+	MaxCodeBytes int64
+
+	TmpSizeBytes int64
+	MemoryBytes  int64
+	Pids         int64
+	CPUs         float64
+	NoFile       uint64
+	// WorkspaceQuotaBytes is the disk quota of a workspace; it is also the
+	// RLIMIT_FSIZE of every exec.
+	WorkspaceQuotaBytes int64
+
+	MaxSessions        int
+	MaxConcurrentExecs int
+	IdleTTLSeconds     int64
+	IdleTTLCapSeconds  int64
+
+	// HelperPath is the sandboxd-nsinit binary (file capabilities, no setuid).
+	HelperPath string
+	// HelperConfigPath is the helper's own root-owned config; the supervisor
+	// only reports on it, the helper reads it.
+	HelperConfigPath string
+}
+
+// Defaults returns the built-in configuration.
+func Defaults() Config {
+	return Config{
+		SocketPath:          DefaultSocketPath,
+		StateDir:            DefaultStateDir,
+		AuditFsync:          true,
+		ExecTimeoutMS:       DefaultExecTimeoutMS,
+		ExecTimeoutMaxMS:    DefaultExecTimeoutMaxMS,
+		ExecTimeoutCapMS:    DefaultExecTimeoutCapMS,
+		OutputLimitBytes:    DefaultOutputLimitBytes,
+		MaxBodyBytes:        DefaultMaxBodyBytes,
+		MaxCodeBytes:        DefaultMaxCodeBytes,
+		TmpSizeBytes:        DefaultTmpSizeBytes,
+		MemoryBytes:         DefaultMemoryBytes,
+		Pids:                DefaultPids,
+		CPUs:                DefaultCPUs,
+		NoFile:              DefaultNoFile,
+		WorkspaceQuotaBytes: DefaultWorkspaceQuotaBytes,
+		MaxSessions:         DefaultMaxSessions,
+		MaxConcurrentExecs:  DefaultMaxConcurrentExecs,
+		IdleTTLSeconds:      DefaultIdleTTLSeconds,
+		IdleTTLCapSeconds:   DefaultIdleTTLCapSeconds,
+		HelperPath:          DefaultHelperPath,
+		HelperConfigPath:    DefaultHelperConfigPath,
+	}
+}
+
+// AuditLog returns the audit log path: AuditLogPath, or audit.log in the
+// state dir when that is unset. It is computed rather than defaulted so that
+// --state-dir alone moves the audit log along with everything else.
+func (c Config) AuditLog() string {
+	if c.AuditLogPath != "" {
+		return c.AuditLogPath
+	}
+	return filepath.Join(c.StateDir, DefaultAuditLogName)
+}
+
+// setting is one operator setting: its flag name (the env variable is
+// derived from it), its help text, and how to bind it to a Config.
+type setting struct {
+	name  string
+	usage string
+	bind  func(c *Config) flag.Value
+}
+
+// settings is the single table behind RegisterFlags and ApplyEnv, so a flag
+// can never exist without its env variable or the other way round.
+func settings() []setting {
+	return []setting{
+		{"socket", "Unix socket path of the API", func(c *Config) flag.Value { return (*stringValue)(&c.SocketPath) }},
+		{"socket-group", "group (name or gid) given to the socket, mode 0660", func(c *Config) flag.Value { return (*stringValue)(&c.SocketGroup) }},
+		{"allow-uid", "uid allowed to use the API besides root and the supervisor's own uid (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowUIDs} }},
+		{"allow-gid", "primary gid allowed to use the API (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowGIDs} }},
+		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
+		{"audit-log", "audit log path (default <state-dir>/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
+		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
+		{"exec-timeout", "timeout of an exec that does not set timeout_ms, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutMS) }},
+		{"exec-timeout-max", "largest timeout_ms of a one-shot exec, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutMaxMS) }},
+		{"exec-timeout-cap", "largest timeout_ms of a session exec, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutCapMS) }},
+		{"output-limit", "stdout and stderr limit per stream (bytes, or with a KiB/MiB/GiB suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.OutputLimitBytes) }},
+		{"max-body-bytes", "largest JSON request body (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.MaxBodyBytes) }},
+		{"max-code-bytes", "largest code of one exec (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.MaxCodeBytes) }},
+		{"tmp-size", "size of the sandbox's /tmp tmpfs (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.TmpSizeBytes) }},
+		{"memory", "memory limit per exec (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.MemoryBytes) }},
+		{"pids", "process limit per exec", func(c *Config) flag.Value { return (*int64Value)(&c.Pids) }},
+		{"cpus", "CPU limit per exec, in CPUs", func(c *Config) flag.Value { return (*floatValue)(&c.CPUs) }},
+		{"nofile", "open file limit (RLIMIT_NOFILE) per exec", func(c *Config) flag.Value { return (*uint64Value)(&c.NoFile) }},
+		{"workspace-quota", "workspace disk quota, also RLIMIT_FSIZE (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.WorkspaceQuotaBytes) }},
+		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
+		{"max-concurrent-execs", "most execs running at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
+		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
+		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
+		{"helper", "path of the sandboxd-nsinit helper", func(c *Config) flag.Value { return (*stringValue)(&c.HelperPath) }},
+		{"helper-config", "path of the helper's root-owned config", func(c *Config) flag.Value { return (*stringValue)(&c.HelperConfigPath) }},
+	}
+}
+
+// EnvName returns the environment variable of a flag: SANDBOXD_ and the flag
+// name in upper snake case ("state-dir" -> "SANDBOXD_STATE_DIR").
+func EnvName(flagName string) string {
+	return "SANDBOXD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// RegisterFlags defines one flag per setting on fs, bound to cfg. A flag's
+// default is cfg's value at the time of the call, so call ApplyEnv first:
+// then the help shows what is really in force and a flag given on the
+// command line wins over the environment.
+func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
+	for _, s := range settings() {
+		fs.Var(s.bind(cfg), s.name, s.usage+" (env "+EnvName(s.name)+")")
+	}
+}
+
+// ApplyEnv sets every setting whose SANDBOXD_* variable getenv returns
+// non-empty. An empty variable counts as unset, so an operator can blank one
+// out in a unit file without changing the meaning. Call it before flags are
+// parsed: the order Defaults, ApplyEnv, flags gives "flag wins over env, env
+// wins over default". All bad variables are reported together.
+func ApplyEnv(cfg *Config, getenv func(string) string) error {
+	var errs []error
+	for _, s := range settings() {
+		name := EnvName(s.name)
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		if err := s.bind(cfg).Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Load builds a validated Config from the defaults, the environment and the
+// command-line arguments, in that order of precedence from lowest. fs should
+// be fresh; Load registers the settings on it and parses args.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	cfg := Defaults()
+	if err := ApplyEnv(&cfg, getenv); err != nil {
+		return Config{}, fmt.Errorf("environment: %w", err)
+	}
+	RegisterFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("flags: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Validate reports every setting that is out of range, naming the flag so the
+// operator knows what to change.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+	}
+	absPath := func(flagName, p string) {
+		switch {
+		case p == "":
+			bad(flagName, "must be set")
+		case !filepath.IsAbs(p):
+			bad(flagName, "%q is not an absolute path", p)
+		case strings.ContainsRune(p, 0):
+			bad(flagName, "contains a NUL byte")
+		}
+	}
+
+	absPath("socket", c.SocketPath)
+	if len(c.SocketPath) > maxSocketPathLen {
+		bad("socket", "%q is %d bytes; a Unix socket path can have at most %d", c.SocketPath, len(c.SocketPath), maxSocketPathLen)
+	}
+	absPath("state-dir", c.StateDir)
+	if c.AuditLogPath != "" {
+		absPath("audit-log", c.AuditLogPath)
+	}
+	absPath("helper", c.HelperPath)
+	absPath("helper-config", c.HelperConfigPath)
+	for _, id := range c.AllowUIDs {
+		if id < 0 || id > maxUnixID {
+			bad("allow-uid", "%d is not a valid uid (0..%d)", id, maxUnixID)
+		}
+	}
+	for _, id := range c.AllowGIDs {
+		if id < 0 || id > maxUnixID {
+			bad("allow-gid", "%d is not a valid gid (0..%d)", id, maxUnixID)
+		}
+	}
+
+	if c.ExecTimeoutCapMS < 1 || c.ExecTimeoutCapMS > maxTimeoutCapMS {
+		bad("exec-timeout-cap", "%d ms is out of range 1..%d", c.ExecTimeoutCapMS, maxTimeoutCapMS)
+	}
+	if c.ExecTimeoutMaxMS < 1 || c.ExecTimeoutMaxMS > c.ExecTimeoutCapMS {
+		bad("exec-timeout-max", "%d ms is out of range 1..%d (--exec-timeout-cap)", c.ExecTimeoutMaxMS, c.ExecTimeoutCapMS)
+	}
+	// The default must be acceptable for one-shot execs too, or a request
+	// that sets no timeout would be refused.
+	if c.ExecTimeoutMS < 1 || c.ExecTimeoutMS > c.ExecTimeoutMaxMS {
+		bad("exec-timeout", "%d ms is out of range 1..%d (--exec-timeout-max)", c.ExecTimeoutMS, c.ExecTimeoutMaxMS)
+	}
+
+	if c.OutputLimitBytes < 1 || c.OutputLimitBytes > maxOutputLimitBytes {
+		bad("output-limit", "%d bytes is out of range 1..%d", c.OutputLimitBytes, maxOutputLimitBytes)
+	}
+	if c.MaxBodyBytes < minBodyBytes || c.MaxBodyBytes > maxBodyBytesLimit {
+		bad("max-body-bytes", "%d bytes is out of range %d..%d", c.MaxBodyBytes, minBodyBytes, maxBodyBytesLimit)
+	}
+	if c.MaxCodeBytes < 1 || c.MaxCodeBytes > MaxCodeBytesLimit {
+		bad("max-code-bytes", "%d bytes is out of range 1..%d (the launch spec carries the code)", c.MaxCodeBytes, MaxCodeBytesLimit)
+	}
+	if c.TmpSizeBytes < 1<<20 {
+		bad("tmp-size", "%d bytes is below 1 MiB", c.TmpSizeBytes)
+	}
+	if c.MemoryBytes < 16<<20 {
+		bad("memory", "%d bytes is below 16 MiB; no runtime starts in less", c.MemoryBytes)
+	}
+	if c.Pids < 1 || c.Pids > 1<<22 {
+		bad("pids", "%d is out of range 1..%d", c.Pids, 1<<22)
+	}
+	if !(c.CPUs > 0) || c.CPUs > 1024 {
+		bad("cpus", "%g is out of range (0, 1024]", c.CPUs)
+	}
+	if c.NoFile < 16 || c.NoFile > 1<<20 {
+		bad("nofile", "%d is out of range 16..%d", c.NoFile, 1<<20)
+	}
+	if c.WorkspaceQuotaBytes < 1<<20 {
+		bad("workspace-quota", "%d bytes is below 1 MiB", c.WorkspaceQuotaBytes)
+	}
+	if c.MaxSessions < 0 {
+		bad("max-sessions", "%d is negative (0 disables sessions)", c.MaxSessions)
+	}
+	if c.MaxConcurrentExecs < 1 {
+		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
+	}
+	if c.IdleTTLCapSeconds < 1 {
+		bad("idle-ttl-cap", "%d s is below 1", c.IdleTTLCapSeconds)
+	}
+	if c.IdleTTLSeconds < 1 || c.IdleTTLSeconds > c.IdleTTLCapSeconds {
+		bad("idle-ttl", "%d s is out of range 1..%d (--idle-ttl-cap)", c.IdleTTLSeconds, c.IdleTTLCapSeconds)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// flag.Value implementations bound to Config fields. They are shared by
+// flags and env variables, so both accept exactly the same syntax.
+
+type stringValue string
+
+func (v *stringValue) String() string     { return string(*v) }
+func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+
+type boolValue bool
+
+func (v *boolValue) String() string { return strconv.FormatBool(bool(*v)) }
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false, got %q", s)
+	}
+	*v = boolValue(b)
+	return nil
+}
+
+// IsBoolFlag lets "--audit-fsync" stand for "--audit-fsync=true".
+func (v *boolValue) IsBoolFlag() bool { return true }
+
+type intValue int
+
+func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
+func (v *intValue) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 0)
+	if err != nil {
+		return fmt.Errorf("want an integer, got %q", s)
+	}
+	*v = intValue(n)
+	return nil
+}
+
+type int64Value int64
+
+func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
+func (v *int64Value) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("want an integer, got %q", s)
+	}
+	*v = int64Value(n)
+	return nil
+}
+
+type uint64Value uint64
+
+func (v *uint64Value) String() string { return strconv.FormatUint(uint64(*v), 10) }
+func (v *uint64Value) Set(s string) error {
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a non-negative integer, got %q", s)
+	}
+	*v = uint64Value(n)
+	return nil
+}
+
+type floatValue float64
+
+func (v *floatValue) String() string { return strconv.FormatFloat(float64(*v), 'g', -1, 64) }
+func (v *floatValue) Set(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("want a number, got %q", s)
+	}
+	*v = floatValue(f)
+	return nil
+}
+
+// sizeValue is a byte count: a plain integer, or one with a binary suffix
+// (K, KiB, M, MiB, G, GiB; case-insensitive). Decimal units are not offered
+// because the defaults are all powers of two and "1G" meaning 10^9 would
+// surprise nobody less than it surprises somebody.
+type sizeValue int64
+
+func (v *sizeValue) String() string { return strconv.FormatInt(int64(*v), 10) }
+func (v *sizeValue) Set(s string) error {
+	n, err := ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v = sizeValue(n)
+	return nil
+}
+
+// ParseSize parses a byte count such as "262144", "256KiB", "1M" or "2GiB".
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	num := strings.TrimRightFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != ' ' })
+	unit := strings.ToLower(strings.TrimSpace(t[len(num):]))
+	num = strings.TrimSpace(num)
+	var mult int64
+	switch unit {
+	case "", "b":
+		mult = 1
+	case "k", "kib":
+		mult = 1 << 10
+	case "m", "mib":
+		mult = 1 << 20
+	case "g", "gib":
+		mult = 1 << 30
+	default:
+		return 0, fmt.Errorf("size %q: unknown unit %q (want bytes or K, KiB, M, MiB, G, GiB)", s, unit)
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("size %q: want a non-negative integer with an optional unit", s)
+	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q overflows", s)
+	}
+	return n * mult, nil
+}
+
+// idListValue is a list of numeric uids or gids, given as a comma list, by
+// repeating the flag, or both. The first Set replaces the list rather than
+// appending to it, so a flag replaces what the environment gave instead of
+// merging with it ("flag wins over env"). Names are not resolved here: the
+// allow lists are compared with kernel credentials, which are numbers, and
+// resolving names at start-up would make the policy depend on NSS.
+type idListValue struct {
+	p   *[]int
+	set bool
+}
+
+func (v *idListValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	parts := make([]string, len(*v.p))
+	for i, id := range *v.p {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (v *idListValue) Set(s string) error {
+	var ids []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || n < 0 || n > maxUnixID {
+			return fmt.Errorf("%q is not a numeric id (0..%d)", f, maxUnixID)
+		}
+		ids = append(ids, int(n))
+	}
+	if !v.set {
+		*v.p = nil
+		v.set = true
+	}
+	*v.p = append(*v.p, ids...)
+	return nil
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the system packages sandboxd builds and runs with, on Debian 12.
+# Idempotent: installs only what is missing, runs apt-get update at most once.
+set -euo pipefail
+
+need=()
+for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "deps: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v go >/dev/null || { echo "deps: Go is required (go 1.25 or newer on PATH)" >&2; exit 1; }

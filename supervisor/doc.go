@@ -1,0 +1,13 @@
+// Package supervisor owns everything of sandboxd that talks to the outside
+// world: the Unix-socket HTTP API (authorisation by SO_PEERCRED, strict
+// decoding, the error contract of API.md), exec orchestration up to the
+// Launcher, metrics, and the supervisor's audit records for the accept and
+// decide steps of every launch.
+//
+// It runs as an ordinary user and must never hold or ask for a capability,
+// never run a payload itself or outside the helper's sandbox, never hand a
+// request's environment to anything but the payload, never act on a request
+// it could not audit, and never answer a payload failure with an API error.
+// Bad input from one caller must never crash the process or touch another
+// caller's work.
+package supervisor

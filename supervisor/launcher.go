@@ -1,0 +1,531 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/nsinit/spec"
+)
+
+// HelperConfig configures a HelperLauncher.
+type HelperConfig struct {
+	// HelperPath is the installed sandboxd-nsinit (with its file capabilities).
+	HelperPath string
+	// WorkspaceRoot is where per-exec workspaces are made. It must be the
+	// helper config's workspace_root: the helper refuses anything else.
+	WorkspaceRoot string
+	Sink          audit.Sink
+	Log           *slog.Logger
+}
+
+// HelperLauncher runs execs through sandboxd-nsinit and bubblewrap.
+type HelperLauncher struct {
+	cfg   HelperConfig
+	probe probeCache
+}
+
+// NewHelperLauncher checks the workspace root and returns a launcher.
+func NewHelperLauncher(cfg HelperConfig) (*HelperLauncher, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("create workspace root %q: %w", cfg.WorkspaceRoot, err)
+	}
+	return &HelperLauncher{cfg: cfg}, nil
+}
+
+// Launch runs one exec in a fresh workspace that is removed afterwards.
+func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	dir := filepath.Join(h.cfg.WorkspaceRoot, req.ExecID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, h.prepareFailed(req, &LaunchError{Kind: KindInternal, Reason: "create workspace", Err: err})
+	}
+	defer func() {
+		if err := RemoveWorkspace(dir); err != nil {
+			h.cfg.Log.Error("remove workspace", "exec_id", req.ExecID, "dir", dir, "err", err)
+		}
+	}()
+	staged, err := StageFiles(dir, req.Files)
+	if err != nil {
+		return nil, h.prepareFailed(req, &LaunchError{Kind: KindInvalid, Reason: "stage files", Err: err})
+	}
+	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
+		"workspace": dir, "workspace_kind": "one-shot", "files": len(req.Files), "file_bytes": staged,
+		"stdio": "pipes", "cgroup": "none",
+	}})
+	return h.run(ctx, req, req.ExecID)
+}
+
+func (h *HelperLauncher) prepareFailed(req LaunchRequest, le *LaunchError) error {
+	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
+	return le
+}
+
+func (h *HelperLauncher) audit(req LaunchRequest, r audit.Record) {
+	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
+	if r.Source == "" {
+		r.Source = "supervisor"
+	}
+	if h.cfg.Sink == nil {
+		return
+	}
+	if err := h.cfg.Sink.Write(r); err != nil {
+		h.cfg.Log.Error("audit write failed", "exec_id", req.ExecID, "step", r.Step, "err", err)
+	}
+}
+
+// buildSpec turns a decided request into the helper's launch spec.
+func buildSpec(req LaunchRequest, workspace string) spec.LaunchSpec {
+	env := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	var rl []specs.POSIXRlimit
+	if n := req.Limits.NoFile; n > 0 {
+		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: n, Soft: n})
+	}
+	if n := req.Limits.FileSizeBytes; n > 0 {
+		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_FSIZE", Hard: n, Soft: n})
+	}
+	return spec.LaunchSpec{
+		Version: spec.Version, ExecID: req.ExecID, CallerUID: req.Caller.UID,
+		Runtime: req.Runtime, Workspace: workspace, Code: req.Code,
+		Network: spec.NetworkNone, TmpSizeBytes: req.Limits.TmpSizeBytes,
+		Process: specs.Process{Env: env, Rlimits: rl},
+	}
+}
+
+// bwrapStatus is one JSON document of bwrap's --json-status-fd.
+type bwrapStatus struct {
+	ChildPID *int `json:"child-pid"`
+	ExitCode *int `json:"exit-code"`
+}
+
+// helperRun is what one helper invocation produced.
+type helperRun struct {
+	reports    []spec.Report
+	helperExit int // the helper/bwrap process's exit status, -1 if signalled
+	bwrapExit  *int
+	childPID   int
+	killed     bool
+	timedOut   bool
+	stdout     capturedStream
+	stderr     capturedStream
+	usage      Usage
+	duration   time.Duration
+}
+
+// run starts the helper for req and reaps everything it started.
+func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace string) (*ExecResult, error) {
+	start := time.Now()
+	sp := buildSpec(req, workspace)
+	hr, err := h.runHelper(ctx, req, sp)
+	if err != nil {
+		h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
+		return nil, err
+	}
+	res := &ExecResult{
+		ID: req.ExecID, Stdout: hr.stdout.String(), Stderr: hr.stderr.String(),
+		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
+		DurationMS: time.Since(start).Milliseconds(), Usage: hr.usage, TimedOut: hr.timedOut,
+		Artifacts: []Artifact{},
+		Policy:    PolicyAttestation{Limits: req.Limits},
+	}
+	for _, r := range hr.reports {
+		if !r.OK {
+			continue
+		}
+		if v, ok := r.Facts["profile_sha256"].(string); ok {
+			res.Policy.ProfileSHA256 = v
+		}
+		if v, ok := r.Facts["mounts_sha256"].(string); ok {
+			res.Policy.MountsSHA256 = v
+		}
+		if v, ok := r.Facts["helper_version"].(string); ok {
+			res.Policy.HelperVersion = v
+		}
+	}
+
+	switch {
+	case hr.killed:
+		sig := "SIGKILL"
+		res.Signal = &sig
+	case hr.bwrapExit != nil:
+		code := *hr.bwrapExit
+		// bwrap reports a payload killed by signal N as 128+N, the shell
+		// convention; a payload that exits 128+N itself reads the same.
+		if code > 128 && code < 128+65 {
+			sig := signalName(syscall.Signal(code - 128))
+			res.Signal = &sig
+		} else {
+			res.ExitCode = &code
+		}
+	default:
+		le := h.launchFailure(hr)
+		h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: map[string]any{
+			"helper_exit": hr.helperExit, "stderr_head": hr.stderr.Head(512)}})
+		return nil, le
+	}
+	h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: map[string]any{
+		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut,
+		"duration_ms": res.DurationMS, "usage": res.Usage, "bwrap_child_pid": hr.childPID,
+		"stdout_bytes": hr.stdout.total, "stderr_bytes": hr.stderr.total,
+		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated,
+		"workspace": "removed", "processes_left": 0,
+	}})
+	return res, nil
+}
+
+// launchFailure explains a run in which the payload never started.
+func (h *HelperLauncher) launchFailure(hr *helperRun) *LaunchError {
+	for i := len(hr.reports) - 1; i >= 0; i-- {
+		r := hr.reports[i]
+		if r.OK {
+			continue
+		}
+		kind := KindInternal
+		if spec.Unavailable(hr.helperExit) {
+			kind = KindUnavailable
+		} else if hr.helperExit == spec.ExitSpec {
+			kind = KindInvalid
+		}
+		return &LaunchError{Kind: kind, Reason: fmt.Sprintf("sandbox helper failed at step %q: %s", r.Step, r.Error), Fix: r.Fix}
+	}
+	if hr.helperExit >= spec.ExitUsage && hr.helperExit <= spec.ExitExec || hr.helperExit == 127 || hr.helperExit == 126 {
+		return &LaunchError{Kind: KindUnavailable,
+			Reason: fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
+			Fix:    "reinstall the helper (make install) and run `sandboxctl doctor`"}
+	}
+	if len(hr.reports) > 0 && hr.reports[len(hr.reports)-1].Step == "exec" {
+		return &LaunchError{Kind: KindUnavailable,
+			Reason: "bubblewrap could not build the sandbox: " + strings.TrimSpace(hr.stderr.Head(500)),
+			Fix:    "run `sandboxctl doctor`; check that the helper config's binds exist"}
+	}
+	return &LaunchError{Kind: KindUnavailable,
+		Reason: fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
+		Fix:    "install the helper with `make install` and run `sandboxctl doctor`"}
+}
+
+// runHelper starts sandboxd-nsinit with the spec and stdio, relays its step
+// reports into the audit trail, enforces the timeout and ctx, and returns
+// only once every process of the exec is gone.
+func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp spec.LaunchSpec) (*helperRun, error) {
+	encoded, err := json.Marshal(sp)
+	if err != nil {
+		return nil, &LaunchError{Kind: KindInternal, Reason: "encode launch spec", Err: err}
+	}
+	p := &pipeSet{}
+	defer p.closeAll()
+	specR, specW := p.pipe()
+	reportR, reportW := p.pipe()
+	statusR, statusW := p.pipe()
+	stdinR, stdinW := p.pipe()
+	stdoutR, stdoutW := p.pipe()
+	stderrR, stderrW := p.pipe()
+	if p.err != nil {
+		return nil, &LaunchError{Kind: KindInternal, Reason: "create pipes", Err: p.err}
+	}
+
+	cmd := &exec.Cmd{
+		Path:       h.cfg.HelperPath,
+		Args:       []string{"sandboxd-nsinit"},
+		Env:        []string{},
+		Dir:        "/",
+		Stdin:      stdinR,
+		Stdout:     stdoutW,
+		Stderr:     stderrW,
+		ExtraFiles: []*os.File{specR, reportW, statusW}, // fds 3, 4, 5
+		SysProcAttr: &syscall.SysProcAttr{
+			// The helper re-arms this after its exec (file capabilities
+			// clear it); it covers the window before.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+
+	hr := &helperRun{}
+	limit := req.Limits.OutputLimitBytes
+	hr.stdout.limit, hr.stderr.limit = limit, limit
+	timeout := req.Limits.Timeout()
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+
+	type startResult struct {
+		err   error
+		state *os.ProcessState
+	}
+	started := make(chan error, 1)
+	waited := make(chan startResult, 1)
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process: start and wait on one locked thread so it cannot go early.
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		waited <- startResult{err: err, state: cmd.ProcessState}
+	}()
+	if err := <-started; err != nil {
+		return nil, &LaunchError{Kind: KindUnavailable,
+			Reason: fmt.Sprintf("start sandbox helper %s", h.cfg.HelperPath),
+			Fix:    "install the helper with `make install` and run `sandboxctl doctor`", Err: err}
+	}
+	begin := time.Now()
+	// The child has its ends; ours must go so that EOF means "child done".
+	for _, f := range []*os.File{specR, reportW, statusW, stdinR, stdoutW, stderrW} {
+		p.release(f)
+	}
+
+	go func() {
+		_, _ = specW.Write(encoded)
+		p.release(specW)
+	}()
+	go func() {
+		if len(req.Stdin) > 0 {
+			_, _ = stdinW.Write(req.Stdin)
+		}
+		p.release(stdinW)
+	}()
+
+	reportsDone := make(chan []spec.Report, 1)
+	go func() {
+		var reps []spec.Report
+		sc := bufio.NewScanner(reportR)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var r spec.Report
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				r = spec.Report{Step: "unknown", Error: fmt.Sprintf("undecodable helper report: %v", err)}
+			}
+			reps = append(reps, r)
+			h.audit(req, audit.Record{Source: "nsinit", Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
+		}
+		reportsDone <- reps
+	}()
+
+	pidfdCh := make(chan int, 1)
+	statusDone := make(chan *int, 1)
+	go func() {
+		dec := json.NewDecoder(io.LimitReader(statusR, 1<<20))
+		var exit *int
+		sentPID := false
+		for {
+			var st bwrapStatus
+			if err := dec.Decode(&st); err != nil {
+				break
+			}
+			if st.ChildPID != nil && !sentPID {
+				hr.childPID = *st.ChildPID
+				// Opened while the child is alive, so the fd names that
+				// process even if its pid is reused later.
+				if fd, err := unix.PidfdOpen(*st.ChildPID, 0); err == nil {
+					pidfdCh <- fd
+					sentPID = true
+				}
+			}
+			if st.ExitCode != nil {
+				exit = st.ExitCode
+			}
+		}
+		if !sentPID {
+			pidfdCh <- -1
+		}
+		statusDone <- exit
+	}()
+
+	outDone := make(chan struct{}, 2)
+	go func() { hr.stdout.drain(stdoutR); outDone <- struct{}{} }()
+	go func() { hr.stderr.drain(stderrR); outDone <- struct{}{} }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var res startResult
+	select {
+	case res = <-waited:
+	case <-timer.C:
+		hr.timedOut, hr.killed = true, true
+	case <-ctx.Done():
+		hr.killed = true
+	}
+	pidfd := -1
+	pidfdKnown := false
+	if hr.killed {
+		// Kill the sandbox's pid 1 (bwrap's reaper) first: the kernel then
+		// kills every process of its pid namespace -- setsid, double fork
+		// and daemons included -- and bwrap, still alive, reaps it and exits,
+		// so no orphan is left for the host's init. If the reaper is not
+		// known yet (bwrap still setting up), or bwrap lingers, bwrap itself
+		// is killed and --die-with-parent takes the reaper down.
+		select {
+		case pidfd = <-pidfdCh:
+			pidfdKnown = true
+		default:
+		}
+		if pidfd >= 0 {
+			_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		} else {
+			_ = cmd.Process.Kill()
+		}
+		select {
+		case res = <-waited:
+		case <-time.After(2 * time.Second):
+			_ = cmd.Process.Kill()
+			res = <-waited
+		}
+	}
+	hr.bwrapExit = <-statusDone
+	if !pidfdKnown {
+		pidfd = <-pidfdCh
+	}
+	if pidfd >= 0 {
+		// Returns once the reaper is gone, and with it its pid namespace.
+		_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		waitPidfd(pidfd)
+		unix.Close(pidfd)
+	}
+	hr.reports = <-reportsDone
+	<-outDone
+	<-outDone
+	hr.duration = time.Since(begin)
+	if res.state != nil {
+		hr.helperExit = res.state.ExitCode()
+		if ru, ok := res.state.SysUsage().(*syscall.Rusage); ok && ru != nil {
+			hr.usage = Usage{
+				CPUMS:    (ru.Utime.Sec+ru.Stime.Sec)*1000 + (int64(ru.Utime.Usec)+int64(ru.Stime.Usec))/1000,
+				MaxRSSKB: ru.Maxrss,
+			}
+		}
+	}
+	if hr.killed {
+		hr.bwrapExit = nil
+	}
+	return hr, nil
+}
+
+// waitPidfd blocks until the process behind pidfd has exited. For the
+// sandbox's pid 1 that means every process of its pid namespace is gone:
+// the kernel kills and reaps them before pid 1's exit completes.
+func waitPidfd(fd int) {
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 10000)
+		if err == unix.EINTR {
+			continue
+		}
+		if n == 1 || err != nil {
+			return
+		}
+	}
+}
+
+func joinFix(msg, fix string) string {
+	if fix == "" {
+		return msg
+	}
+	return msg + "; fix: " + fix
+}
+
+// pipeSet tracks pipe ends so none leaks on any return path.
+type pipeSet struct {
+	open []*os.File
+	err  error
+}
+
+func (p *pipeSet) pipe() (*os.File, *os.File) {
+	if p.err != nil {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		p.err = err
+		return nil, nil
+	}
+	p.open = append(p.open, r, w)
+	return r, w
+}
+
+func (p *pipeSet) release(f *os.File) { _ = f.Close() }
+
+func (p *pipeSet) closeAll() {
+	for _, f := range p.open {
+		_ = f.Close()
+	}
+}
+
+// capturedStream keeps the first limit bytes of a stream and counts the
+// rest, reading to EOF so the writer never blocks on a full pipe.
+type capturedStream struct {
+	limit     int64
+	buf       bytes.Buffer
+	total     int64
+	truncated bool
+}
+
+func (c *capturedStream) drain(r io.Reader) {
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			c.total += int64(n)
+			room := c.limit - int64(c.buf.Len())
+			if room > 0 {
+				take := int64(n)
+				if take > room {
+					take = room
+				}
+				c.buf.Write(chunk[:take])
+			}
+			if c.total > c.limit {
+				c.truncated = true
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *capturedStream) String() string { return strings.ToValidUTF8(c.buf.String(), "\uFFFD") }
+
+// Head returns up to n bytes of the captured stream.
+func (c *capturedStream) Head(n int) string {
+	b := c.buf.Bytes()
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
+}
+
+func signalName(s syscall.Signal) string {
+	if name := unix.SignalName(s); name != "" {
+		return name
+	}
+	return fmt.Sprintf("SIG%d", int(s))
+}
+
+// ErrWorkspaceEscape is returned when a staged path would leave the workspace.
+var ErrWorkspaceEscape = errors.New("path escapes the workspace")

@@ -1,0 +1,74 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+type peerKey struct{}
+
+// peer is what ConnContext learned about a connection. Credentials are read
+// once, at accept: SO_PEERCRED reports the peer as it was at connect(), which
+// is what the kernel vouches for, and re-reading per request would add a
+// syscall without adding truth.
+type peer struct {
+	caller Caller
+	err    error
+}
+
+// connContext is http.Server.ConnContext: it attaches the peer's kernel
+// credentials to every request of the connection.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	caller, err := peerCredentials(c)
+	return context.WithValue(ctx, peerKey{}, peer{caller: caller, err: err})
+}
+
+func peerCredentials(c net.Conn) (Caller, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return Caller{}, fmt.Errorf("connection is %T, not a Unix socket", c)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return Caller{}, fmt.Errorf("peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return Caller{}, fmt.Errorf("peer credentials: %w", err)
+	}
+	if credErr != nil {
+		return Caller{}, fmt.Errorf("getsockopt SO_PEERCRED: %w", credErr)
+	}
+	return Caller{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}, nil
+}
+
+// callerFrom returns the request's peer. A request without credentials (not
+// over a Unix socket, or getsockopt failed) is an error, and the caller of
+// callerFrom refuses it: no credentials means no access.
+func callerFrom(ctx context.Context) (Caller, error) {
+	p, ok := ctx.Value(peerKey{}).(peer)
+	if !ok {
+		return Caller{}, errors.New("no peer credentials on this connection")
+	}
+	return p.caller, p.err
+}
+
+// authorized is the access decision of API.md: root (which could take the
+// supervisor over anyway), the supervisor's own uid, an allowed uid, or an
+// allowed primary gid. Only the primary gid counts because SO_PEERCRED does
+// not carry supplementary groups; reading them from /proc/<pid>/status would
+// race with the pid being reused.
+func authorized(c Caller, selfUID int, allowUIDs, allowGIDs []int) bool {
+	return c.UID == 0 ||
+		c.UID == selfUID ||
+		slices.Contains(allowUIDs, c.UID) ||
+		slices.Contains(allowGIDs, c.GID)
+}

@@ -1,0 +1,281 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"runtime/debug"
+	"time"
+
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/policy"
+)
+
+// errShuttingDown is the cancellation cause of every request context once the
+// shutdown grace period is over, so handlers can tell a shutdown from a
+// client that went away.
+var errShuttingDown = errors.New("supervisor shutting down")
+
+const (
+	// defaultShutdownGrace is how long in-flight requests may finish on
+	// their own after a shutdown starts. Execs still running then are
+	// cancelled, which makes the launcher kill them (I6).
+	defaultShutdownGrace = 10 * time.Second
+	// defaultKillGrace is how long cancelled handlers get to answer before
+	// their connections are closed under them.
+	defaultKillGrace   = 10 * time.Second
+	healthProbeTimeout = 10 * time.Second
+)
+
+// Server is the API server of the supervisor.
+type Server struct {
+	cfg      policy.Config
+	launcher Launcher
+	prober   Prober
+	sink     audit.Sink
+	log      *slog.Logger
+	version  string
+	selfUID  int
+
+	metrics   *metrics
+	execSlots chan struct{}
+	handler   http.Handler
+
+	shutdownGrace time.Duration
+	killGrace     time.Duration
+}
+
+// NewServer returns a server for cfg (which the caller has validated). sink
+// receives the accept and decide records of every exec; a nil or failing
+// sink makes every exec answer 503 rather than run unaudited. log may be nil.
+func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *slog.Logger, version string) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	slots := cfg.MaxConcurrentExecs
+	if slots < 0 {
+		slots = 0
+	}
+	s := &Server{
+		cfg:           cfg,
+		launcher:      l,
+		prober:        p,
+		sink:          sink,
+		log:           log,
+		version:       version,
+		selfUID:       os.Getuid(),
+		metrics:       newMetrics(sink),
+		execSlots:     make(chan struct{}, slots),
+		shutdownGrace: defaultShutdownGrace,
+		killGrace:     defaultKillGrace,
+	}
+	s.handler = s.routes()
+	return s
+}
+
+// Handler returns the API as an http.Handler. Requests are authorised by the
+// peer credentials that Serve's ConnContext attaches; a request without them
+// (any transport but a Unix socket) is refused with 403.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	// A method-less pattern next to each method pattern catches the other
+	// methods, so they get the JSON 405 rather than net/http's plain text.
+	mux.HandleFunc("GET /v1/health", s.handleHealth)
+	mux.Handle("/v1/health", methodNotAllowedHandler("GET, HEAD"))
+	mux.HandleFunc("POST /v1/exec", s.handleExec)
+	mux.Handle("/v1/exec", methodNotAllowedHandler("POST"))
+	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.Handle("/metrics", methodNotAllowedHandler("GET, HEAD"))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiErr(CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+	})
+	return s.recoverPanics(s.authorize(cleanPath(mux)))
+}
+
+func methodNotAllowedHandler(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, methodNotAllowed(allow))
+	})
+}
+
+// cleanPath answers 404 for a path that is not in clean form. ServeMux would
+// redirect it instead, and a redirect is neither a route nor an error in the
+// contract.
+func cleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
+			writeError(w, apiErr(CodeNotFound, fmt.Sprintf("no route for %s %q", r.Method, p)))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorize refuses every request whose peer is not allowed, before routing,
+// so a refused peer learns nothing about which paths exist.
+func (s *Server) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, err := callerFrom(r.Context())
+		if err == nil && authorized(caller, s.selfUID, s.cfg.AllowUIDs, s.cfg.AllowGIDs) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		msg := fmt.Sprintf("uid %d (gid %d) may not use this API; the operator can allow it with --allow-uid or --allow-gid", caller.UID, caller.GID)
+		if err != nil {
+			// -1, not the zero value: an audit line must never show an
+			// unknown peer as uid 0.
+			caller = Caller{UID: -1, GID: -1, PID: -1}
+			msg = "the peer's credentials could not be read; only local Unix-socket peers are served"
+			s.log.Warn("request without peer credentials", "err", err, "method", r.Method, "path", r.URL.Path)
+		}
+		// Refusals are audited like any other request: an auditor wants to
+		// see who knocked, not only who got in.
+		execID := newExecID()
+		rec := s.record(execID, audit.StepAccept, caller, apiErr(CodeForbidden, msg), map[string]any{
+			"method": r.Method,
+			"path":   r.URL.Path,
+		})
+		if err := s.writeAudit(rec); err != nil {
+			s.log.Error("audit write failed for a refused request", "err", err)
+		}
+		if r.Method == http.MethodPost && path.Base(r.URL.Path) == "exec" {
+			s.metrics.exec(OutcomeRefused)
+			s.metrics.refuse(CodeForbidden)
+		}
+		s.log.Info("request forbidden", "caller_uid", caller.UID, "caller_gid", caller.GID, "caller_pid", caller.PID,
+			"method", r.Method, "path", r.URL.Path)
+		writeError(w, apiErr(CodeForbidden, msg))
+	})
+}
+
+// statusWriter remembers whether an answer has started, so a panic can be
+// answered only when nothing was written yet.
+type statusWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// recoverPanics turns a panicking handler into a 500 for that request only;
+// the server goes on serving everyone else (I9).
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panicked", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path,
+				"exec_id", sw.Header().Get(ExecIDHeader), "stack", string(debug.Stack()))
+			if sw.wrote {
+				// A partial answer must not look complete; abort the
+				// connection instead.
+				panic(http.ErrAbortHandler)
+			}
+			writeError(sw, apiErr(CodeInternal, "internal error; see the supervisor log"))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// healthBody is the body of GET /v1/health, exactly as API.md gives it.
+type healthBody struct {
+	OK       bool         `json:"ok"`
+	Version  string       `json:"version"`
+	Checks   HealthChecks `json:"checks"`
+	Runtimes []string     `json:"runtimes"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthProbeTimeout)
+	defer cancel()
+	checks := s.prober.Probe(ctx)
+	ready := checks.Ready()
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, healthBody{OK: ready, Version: s.version, Checks: checks, Runtimes: policy.Runtimes()})
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	if err := s.metrics.write(w); err != nil {
+		s.log.Debug("write metrics", "err", err)
+	}
+}
+
+// Serve answers API requests on ln until ctx is cancelled, then shuts down
+// gracefully: it stops accepting, lets in-flight requests finish for a grace
+// period, then cancels the ones still running (the launcher kills their
+// execs) and waits a little for their answers. It returns nil after a
+// shutdown and an error when the listener fails. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelBase(errShuttingDown)
+	srv := &http.Server{
+		Handler:     s.handler,
+		ConnContext: connContext,
+		BaseContext: func(net.Listener) context.Context { return base },
+		// Bodies are read before any work starts, so a slow sender only
+		// holds its own connection; these bound how long.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.version)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	s.log.Info("shutting down", "grace", s.shutdownGrace)
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), s.shutdownGrace)
+	err := srv.Shutdown(graceCtx)
+	cancelGrace()
+	if err != nil {
+		s.log.Warn("requests still running after the grace period; cancelling them")
+		cancelBase(errShuttingDown)
+		killCtx, cancelKill := context.WithTimeout(context.Background(), s.killGrace)
+		err = srv.Shutdown(killCtx)
+		cancelKill()
+		if err != nil {
+			s.log.Error("requests still running after cancellation; closing their connections", "err", err)
+			_ = srv.Close()
+		}
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
