@@ -120,6 +120,9 @@ func (m *Memory) Write(r Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r.V = SchemaVersion
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
 	m.Records = append(m.Records, r)
 	return nil
 }

@@ -20,7 +20,11 @@ import (
 // ratios; it asserts nothing about speed (that is not a test's job).
 func TestBench(t *testing.T) {
 	in := setup(t)
-	s := in.startSupervisor(t, supervisorOpts{})
+	var extra []string
+	if v := os.Getenv("SANDBOXD_BENCH_FLAGS"); v != "" {
+		extra = strings.Fields(v)
+	}
+	s := in.startSupervisor(t, supervisorOpts{extra: extra})
 	n := 150
 	if v, err := strconv.Atoi(os.Getenv("SANDBOXD_BENCH_N")); err == nil && v > 0 {
 		n = v

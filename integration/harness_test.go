@@ -424,14 +424,16 @@ func userProcesses(uid int, exclude ...int) []string {
 		if err != nil {
 			continue
 		}
+		fields := map[string]string{}
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "Uid:") {
-				f := strings.Fields(line)
-				if len(f) > 1 && f[1] == strconv.Itoa(uid) {
-					cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-					out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
-				}
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				fields[k] = strings.TrimSpace(v)
 			}
+		}
+		if f := strings.Fields(fields["Uid"]); len(f) > 1 && f[1] == strconv.Itoa(uid) {
+			cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			out = append(out, fmt.Sprintf("%s(%s, state %s, ppid %s): %s", e.Name(), fields["Name"], fields["State"], fields["PPid"],
+				strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
 	return out

@@ -88,11 +88,15 @@ func PayloadEnv(base, request []string) []string {
 			m[name] = kv
 		}
 	}
-	out := make([]string, 0, len(m))
-	for _, kv := range m {
-		out = append(out, kv)
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
 	}
-	sort.Strings(out)
+	sort.Strings(names)
+	out := make([]string, 0, len(m))
+	for _, name := range names {
+		out = append(out, m[name])
+	}
 	return out
 }
 

@@ -27,7 +27,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/nsinit/config"
-	"github.com/sandboxd/sandboxd/nsinit/prelude"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
 
@@ -43,7 +42,7 @@ func fixCapabilities(helper string) string {
 // launch carries the state of one launch through the steps of Main.
 type launch struct {
 	rep        *reporter
-	pre        prelude.Outcome
+	pre        PreludeOutcome
 	cfg        *config.Config
 	spec       *spec.LaunchSpec
 	rt         config.Runtime
@@ -61,7 +60,7 @@ type launch struct {
 //	seccomp  the payload profile compiled to cBPF for bwrap's --seccomp
 //	drop     no capability in any thread, rlimits, no_new_privs
 //	exec     bwrap with the argv and environment built here
-func Main(pre prelude.Outcome) int {
+func Main(pre PreludeOutcome) int {
 	// no_new_privs and the final execve must happen on the same thread.
 	runtime.LockOSThread()
 	// Nothing of the supervisor's environment may reach bwrap or the payload.
@@ -333,7 +332,7 @@ func (l *launch) exec() int {
 	}
 	l.fds.Env, l.fds.Code, l.fds.Status = envFD, -1, spec.FDStatus
 	if !l.probe {
-		if l.fds.Code, err = sealedMemfd("sandboxd-code", []byte(l.spec.Code)); err != nil {
+		if l.fds.Code, err = sealedMemfd("sandboxd-code", l.spec.Code); err != nil {
 			return l.rep.fail("exec", spec.ExitExec, err, "", facts)
 		}
 	}
@@ -344,7 +343,7 @@ func (l *launch) exec() int {
 	facts["mounts_sha256"] = MountsDigest(cfg, l.spec.TmpSizeBytes)
 	facts["profile_sha256"] = l.profileSHA
 	facts["helper_version"] = Version
-	facts["code_sha256"] = sha256Hex([]byte(l.spec.Code))
+	facts["code_sha256"] = sha256Hex(l.spec.Code)
 	l.rep.ok("exec", facts)
 	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
 	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.

@@ -82,7 +82,9 @@ type Profile struct {
 // Load reads and parses a profile file. The profile's Name is the file's
 // base name.
 func Load(path string) (*Profile, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO planted at path must not hang the caller; it is
+	// then refused as not a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("profiles: %w", err)
 	}
@@ -236,15 +238,15 @@ var (
 	// filterArches are the spellings Docker's includes/excludes "arches"
 	// use: libseccomp's native names as Docker maps them from GOARCH (see
 	// goToNative in github.com/moby/profiles/seccomp), plus "x32", which
-	// Docker's default profile names although no GOARCH maps to it.
+	// Docker's default profile names although no GOARCH maps to it, and
+	// both "mipsel64n32" and Docker's misspelling "mips3l64n32".
 	filterArches = map[string]bool{
 		"x86": true, "amd64": true, "x32": true, "arm": true, "arm64": true,
 		"loongarch64": true, "mips": true, "mipsel": true, "mips64": true,
 		"mips64n32": true, "mipsel64": true, "mipsel64n32": true,
-		"mips3l64n32": true, // Docker's spelling of mipsel64n32
-		"ppc": true, "ppc64": true, "ppc64le": true, "riscv64": true,
-		"s390": true, "s390x": true, "parisc": true, "parisc64": true,
-		"m68k": true, "sh": true, "sheb": true,
+		"mips3l64n32": true, "ppc": true, "ppc64": true, "ppc64le": true,
+		"riscv64": true, "s390": true, "s390x": true, "parisc": true,
+		"parisc64": true, "m68k": true, "sh": true, "sheb": true,
 	}
 	// goToNative is Docker's GOARCH -> filter-arch mapping.
 	goToNative = map[string]string{
@@ -290,8 +292,8 @@ var (
 	}()
 )
 
-// IsKnownArch reports whether a is a runtime-spec architecture token.
-func IsKnownArch(a specs.Arch) bool { _, ok := specArchToLibseccomp[a]; return ok }
+// isKnownArch reports whether a is a runtime-spec architecture token.
+func isKnownArch(a specs.Arch) bool { _, ok := specArchToLibseccomp[a]; return ok }
 
 func validAction(a specs.LinuxSeccompAction, errnoRet *uint, what string) error {
 	if !knownActions[a] {
@@ -360,16 +362,16 @@ func validate(doc *mobyseccomp.Seccomp) error {
 		return errors.New("both architectures and archMap are specified, use one")
 	}
 	for _, a := range doc.Architectures {
-		if !IsKnownArch(a) {
+		if !isKnownArch(a) {
 			return fmt.Errorf("architectures: unknown arch %q", a)
 		}
 	}
 	for _, m := range doc.ArchMap {
-		if !IsKnownArch(m.Arch) {
+		if !isKnownArch(m.Arch) {
 			return fmt.Errorf("archMap: unknown arch %q", m.Arch)
 		}
 		for _, s := range m.SubArches {
-			if !IsKnownArch(s) {
+			if !isKnownArch(s) {
 				return fmt.Errorf("archMap %s: unknown sub-architecture %q", m.Arch, s)
 			}
 		}

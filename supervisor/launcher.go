@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
+	"github.com/sandboxd/sandboxd/policy"
 )
 
 // HelperConfig configures a HelperLauncher.
@@ -66,7 +67,11 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	}()
 	staged, err := StageFiles(dir, req.Files)
 	if err != nil {
-		return nil, h.prepareFailed(req, &LaunchError{Kind: KindInvalid, Reason: "stage files", Err: err})
+		kind := KindInternal
+		if errors.Is(err, ErrWorkspaceEscape) {
+			kind = KindInvalid
+		}
+		return nil, h.prepareFailed(req, &LaunchError{Kind: kind, Reason: "stage files: " + err.Error(), Err: err})
 	}
 	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
 		"workspace": dir, "workspace_kind": "one-shot", "files": len(req.Files), "file_bytes": staged,
@@ -93,6 +98,14 @@ func (h *HelperLauncher) audit(req LaunchRequest, r audit.Record) {
 	}
 }
 
+// AppliedLimits is what a launch is really held to today: memory, pids and
+// CPU need cgroups, which are not set up yet, so they are attested as 0
+// (not enforced) rather than claimed.
+func AppliedLimits(l policy.Limits) policy.Limits {
+	l.MemoryBytes, l.Pids, l.CPUs = 0, 0, 0
+	return l
+}
+
 // buildSpec turns a decided request into the helper's launch spec.
 func buildSpec(req LaunchRequest, workspace string) spec.LaunchSpec {
 	env := make([]string, 0, len(req.Env))
@@ -109,7 +122,7 @@ func buildSpec(req LaunchRequest, workspace string) spec.LaunchSpec {
 	}
 	return spec.LaunchSpec{
 		Version: spec.Version, ExecID: req.ExecID, CallerUID: req.Caller.UID,
-		Runtime: req.Runtime, Workspace: workspace, Code: req.Code,
+		Runtime: req.Runtime, Workspace: workspace, Code: []byte(req.Code),
 		Network: spec.NetworkNone, TmpSizeBytes: req.Limits.TmpSizeBytes,
 		Process: specs.Process{Env: env, Rlimits: rl},
 	}
@@ -127,6 +140,7 @@ type helperRun struct {
 	helperExit int // the helper/bwrap process's exit status, -1 if signalled
 	bwrapExit  *int
 	childPID   int
+	reaperGone bool // waited until the sandbox's pid 1 had exited
 	killed     bool
 	timedOut   bool
 	stdout     capturedStream
@@ -149,7 +163,7 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace s
 		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
 		DurationMS: time.Since(start).Milliseconds(), Usage: hr.usage, TimedOut: hr.timedOut,
 		Artifacts: []Artifact{},
-		Policy:    PolicyAttestation{Limits: req.Limits},
+		Policy:    PolicyAttestation{Limits: AppliedLimits(req.Limits)},
 	}
 	for _, r := range hr.reports {
 		if !r.OK {
@@ -191,7 +205,9 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace s
 		"duration_ms": res.DurationMS, "usage": res.Usage, "bwrap_child_pid": hr.childPID,
 		"stdout_bytes": hr.stdout.total, "stderr_bytes": hr.stderr.total,
 		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated,
-		"workspace": "removed", "processes_left": 0,
+		// The reaper's pidfd became readable: the kernel had killed and
+		// reaped every process of the sandbox's pid namespace by then.
+		"pid_namespace_gone": hr.reaperGone,
 	}})
 	return res, nil
 }
@@ -207,23 +223,26 @@ func (h *HelperLauncher) launchFailure(hr *helperRun) *LaunchError {
 		if spec.Unavailable(hr.helperExit) {
 			kind = KindUnavailable
 		} else if hr.helperExit == spec.ExitSpec {
-			kind = KindInvalid
+			// The supervisor built the spec from a decided request: a
+			// refusal means the operator's limits exceed the helper's
+			// caps, not that the caller asked for something wrong.
+			kind = KindUnavailable
 		}
 		return &LaunchError{Kind: kind, Reason: fmt.Sprintf("sandbox helper failed at step %q: %s", r.Step, r.Error), Fix: r.Fix}
 	}
 	if hr.helperExit >= spec.ExitUsage && hr.helperExit <= spec.ExitExec || hr.helperExit == 127 || hr.helperExit == 126 {
 		return &LaunchError{Kind: KindUnavailable,
 			Reason: fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
-			Fix:    "reinstall the helper (make install) and run `sandboxctl doctor`"}
+			Fix:    "reinstall the helper (make install) and run `sandboxctl health`"}
 	}
 	if len(hr.reports) > 0 && hr.reports[len(hr.reports)-1].Step == "exec" {
 		return &LaunchError{Kind: KindUnavailable,
 			Reason: "bubblewrap could not build the sandbox: " + strings.TrimSpace(hr.stderr.Head(500)),
-			Fix:    "run `sandboxctl doctor`; check that the helper config's binds exist"}
+			Fix:    "run `sandboxctl health`; check that the helper config's binds exist"}
 	}
 	return &LaunchError{Kind: KindUnavailable,
 		Reason: fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
-		Fix:    "install the helper with `make install` and run `sandboxctl doctor`"}
+		Fix:    "install the helper with `make install` and run `sandboxctl health`"}
 }
 
 // runHelper starts sandboxd-nsinit with the spec and stdio, relays its step
@@ -233,6 +252,9 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	encoded, err := json.Marshal(sp)
 	if err != nil {
 		return nil, &LaunchError{Kind: KindInternal, Reason: "encode launch spec", Err: err}
+	}
+	if len(encoded) > spec.MaxSize {
+		return nil, &LaunchError{Kind: KindInvalid, Reason: fmt.Sprintf("the launch spec is %d bytes, above the helper's limit of %d: send less code or env", len(encoded), spec.MaxSize)}
 	}
 	p := &pipeSet{}
 	defer p.closeAll()
@@ -292,7 +314,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	if err := <-started; err != nil {
 		return nil, &LaunchError{Kind: KindUnavailable,
 			Reason: fmt.Sprintf("start sandbox helper %s", h.cfg.HelperPath),
-			Fix:    "install the helper with `make install` and run `sandboxctl doctor`", Err: err}
+			Fix:    "install the helper with `make install` and run `sandboxctl health`", Err: err}
 	}
 	begin := time.Now()
 	// The child has its ends; ours must go so that EOF means "child done".
@@ -404,7 +426,13 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	if pidfd >= 0 {
 		// Returns once the reaper is gone, and with it its pid namespace.
 		_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-		waitPidfd(pidfd)
+		hr.reaperGone = waitPidfd(pidfd)
+		// bwrap exits as soon as its reaper reports the payload's status,
+		// without waiting for the reaper itself: the reaper is then
+		// orphaned, and re-parented to this process (a child subreaper,
+		// see cmd/sandboxd). Reap it, or it stays a zombie of ours.
+		var info unix.Siginfo
+		_ = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG, nil)
 		unix.Close(pidfd)
 	}
 	hr.reports = <-reportsDone
@@ -429,16 +457,14 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 // waitPidfd blocks until the process behind pidfd has exited. For the
 // sandbox's pid 1 that means every process of its pid namespace is gone:
 // the kernel kills and reaps them before pid 1's exit completes.
-func waitPidfd(fd int) {
+func waitPidfd(fd int) bool {
 	for {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 10000)
+		n, err := unix.Poll(fds, -1)
 		if err == unix.EINTR {
 			continue
 		}
-		if n == 1 || err != nil {
-			return
-		}
+		return err == nil && n == 1
 	}
 }
 
@@ -511,13 +537,16 @@ func (c *capturedStream) drain(r io.Reader) {
 
 func (c *capturedStream) String() string { return strings.ToValidUTF8(c.buf.String(), "\uFFFD") }
 
-// Head returns up to n bytes of the captured stream.
+// Head returns up to n bytes of the captured stream, as valid UTF-8.
 func (c *capturedStream) Head(n int) string {
 	b := c.buf.Bytes()
+	if n < 0 {
+		n = 0
+	}
 	if len(b) > n {
 		b = b[:n]
 	}
-	return string(b)
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 func signalName(s syscall.Signal) string {

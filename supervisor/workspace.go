@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 )
 
 // StageFiles writes files into the workspace dir before the payload runs.
@@ -32,8 +33,18 @@ func StageFiles(dir string, files []StagedFile) (int64, error) {
 				return total, fmt.Errorf("stage %q: create parent: %w", f.Path, err)
 			}
 		}
-		w, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		// O_NONBLOCK: a FIFO the payload planted must not hang the
+		// supervisor; anything but a regular file is refused below.
+		w, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
+			return total, fmt.Errorf("stage %q: %w", f.Path, err)
+		}
+		if st, err := w.Stat(); err != nil || !st.Mode().IsRegular() {
+			w.Close()
+			return total, fmt.Errorf("stage %q: not a regular file", f.Path)
+		}
+		if err := w.Truncate(0); err != nil {
+			w.Close()
 			return total, fmt.Errorf("stage %q: %w", f.Path, err)
 		}
 		n, werr := w.Write(f.Content)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
@@ -47,8 +49,15 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
+	// bwrap exits without reaping the sandbox's pid 1; as a child
+	// subreaper the supervisor inherits and reaps it instead of leaving a
+	// zombie to a host init that may never reap (as in many containers).
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd: become a child subreaper:", err)
+		return 1
+	}
 	workspaces := filepath.Join(cfg.StateDir, "workspaces")
-	if err := checkHelperConfig(cfg.HelperConfigPath, workspaces); err != nil {
+	if err := checkHelperConfig(cfg, workspaces); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
@@ -115,10 +124,12 @@ func checkUnprivileged() error {
 	return nil
 }
 
-// checkHelperConfig fails early when the helper would refuse every launch
-// because its config names another workspace root. An unreadable config is
-// left to the health check (the helper reads it, not the supervisor).
-func checkHelperConfig(path, workspaces string) error {
+// checkHelperConfig fails early when the helper would refuse every launch:
+// its config names another workspace root, or caps a limit below what this
+// supervisor would ask for. An unreadable config is left to the health check
+// (the helper reads it, not the supervisor).
+func checkHelperConfig(cfg policy.Config, workspaces string) error {
+	path := cfg.HelperConfigPath
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil
@@ -130,6 +141,18 @@ func checkHelperConfig(path, workspaces string) error {
 	if filepath.Clean(hc.WorkspaceRoot) != filepath.Clean(workspaces) {
 		return fmt.Errorf("the helper config %s has workspace_root %q but this supervisor's is %q: run `make install` with the same SANDBOXD_STATE_DIR, or start sandboxd with --state-dir %s",
 			path, hc.WorkspaceRoot, workspaces, filepath.Dir(hc.WorkspaceRoot))
+	}
+	for _, c := range []struct {
+		what, flag string
+		want, max  uint64
+	}{
+		{"/tmp size", "--tmp-size", uint64(cfg.TmpSizeBytes), uint64(hc.TmpSizeMaxBytes)},
+		{"RLIMIT_NOFILE", "--nofile", cfg.NoFile, hc.RlimitMax["RLIMIT_NOFILE"]},
+		{"RLIMIT_FSIZE", "--workspace-quota", uint64(cfg.WorkspaceQuotaBytes), hc.RlimitMax["RLIMIT_FSIZE"]},
+	} {
+		if c.want > c.max {
+			return fmt.Errorf("%s %s = %d is above the helper's cap %d in %s: lower it, or raise the cap there (as root)", c.flag, c.what, c.want, c.max, path)
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,8 +128,9 @@ func Parse(raw []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("decode helper config: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("decode helper config: trailing data")
+	// dec.More is false before a stray ']' or '}': ask for EOF instead.
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return nil, errors.New("decode helper config: trailing data after the config")
 	}
 	return &c, c.Validate()
 }
@@ -165,7 +167,7 @@ func (c *Config) Validate() error {
 		if len(rt.Argv) == 0 || !filepath.IsAbs(rt.Argv[0]) {
 			return fmt.Errorf("helper config: runtime %q needs an absolute argv[0]", name)
 		}
-		if rt.CodeFile == "" || strings.ContainsAny(rt.CodeFile, "/\x00") || rt.CodeFile == "env" || rt.CodeFile == "exec" {
+		if rt.CodeFile == "" || strings.ContainsAny(rt.CodeFile, "/\x00") || rt.CodeFile == "." || rt.CodeFile == ".." || rt.CodeFile == "env" || rt.CodeFile == "exec" {
 			return fmt.Errorf("helper config: runtime %q code_file %q must be a plain file name", name, rt.CodeFile)
 		}
 	}

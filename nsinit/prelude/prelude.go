@@ -14,39 +14,15 @@ package prelude
 import "C"
 
 import (
-	"fmt"
 	"syscall"
+
+	"github.com/sandboxd/sandboxd/nsinit"
 )
 
-// Outcome is what the prelude did, read once by the helper's Go code.
-type Outcome struct {
-	EUID, EGID  int
-	HolderPID   int
-	UsernsFD    int // -1 when the user namespace was not made
-	CapsDropped bool
-	UIDMap      string
-	GIDMap      string
-	// FailedStep is empty on success, else the launch step that failed
-	// ("enter", "network", "drop") with Message and Errno saying why.
-	FailedStep string
-	Message    string
-	Errno      syscall.Errno
-	// StartedNS and FinishedNS are CLOCK_MONOTONIC readings around the prelude.
-	StartedNS, FinishedNS int64
-}
-
-// Err returns the prelude's failure as an error, or nil.
-func (o Outcome) Err() error {
-	if o.FailedStep == "" {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", o.Message, o.Errno)
-}
-
 // Result returns the prelude's outcome.
-func Result() Outcome {
+func Result() nsinit.PreludeOutcome {
 	r := &C.sbx_prelude_result
-	return Outcome{
+	return nsinit.PreludeOutcome{
 		EUID:        int(r.euid),
 		EGID:        int(r.egid),
 		HolderPID:   int(r.holder_pid),
