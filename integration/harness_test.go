@@ -168,8 +168,9 @@ func (in *installation) helperConfig() config.Config {
 // its file capabilities.
 func (in *installation) buildHelper(name, configPath string, withCaps bool) error {
 	dst := in.path("libexec", name)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", dst,
-		"-ldflags", "-X github.com/sandboxd/sandboxd/nsinit/config.DefaultPath="+configPath,
+	// As the Makefile builds it (static), with this installation's config path.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", dst, "-tags", "netgo,osusergo",
+		"-ldflags", "-X github.com/sandboxd/sandboxd/nsinit/config.DefaultPath="+configPath+" -linkmode external -extldflags -static",
 		"./cmd/sandboxd-nsinit")
 	cmd.Dir = in.repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")

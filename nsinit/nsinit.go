@@ -281,7 +281,14 @@ func (l *launch) drop() int {
 			return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("thread %s still holds capabilities %+v", tid, c), "", facts)
 		}
 	}
-	leader := threads[fmt.Sprint(os.Getpid())]
+	// The leader's full view, as an auditor reads it in /proc.
+	leader, err := ReadCapSets("/proc/self/status")
+	if err != nil {
+		return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+	}
+	if leader.Held() {
+		return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("the helper still holds capabilities %+v", leader), "", facts)
+	}
 	facts["threads_checked"] = len(threads)
 	facts["cap_inh"], facts["cap_prm"], facts["cap_eff"], facts["cap_amb"], facts["cap_bnd"] = leader.Inh, leader.Prm, leader.Eff, leader.Amb, leader.Bnd
 
