@@ -11,7 +11,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration bench deps clean fmt vet
+.PHONY: all build run install test unit integration bench load deps clean fmt vet
 
 all: build
 
@@ -60,6 +60,11 @@ vet:
 
 bench: deps build
 	$(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
+
+# 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes),
+# then every leakable resource compared with its baseline.
+load: deps build
+	$(GO) test -tags load -count=1 -run '^TestLoad$$' -v -timeout 40m ./integration/
 
 clean:
 	rm -rf bin

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -67,11 +68,16 @@ var (
 // prefix that the service user can reach (CI clones into a directory other
 // users may not read, so nothing is run from the checkout).
 type installation struct {
-	prefix  string // root-owned, 0755
-	uid     int
-	gid     int
-	created bool // the test user was created by this run
-	repo    string
+	// cgroupParent is the directory delegated to the test user below this
+	// test process's cgroup in each v1 hierarchy (the supervisor inherits
+	// the test's cgroups), as make run does for the service user.
+	cgroupParent string
+	cgroupDirs   []string
+	prefix       string // root-owned, 0755
+	uid          int
+	gid          int
+	created      bool // the test user was created by this run
+	repo         string
 }
 
 func (in *installation) path(p ...string) string {
@@ -151,11 +157,35 @@ func install(repo string) (*installation, error) {
 	if err := writeJSON(in.path("etc/nsinit.json"), cfg); err != nil {
 		return nil, err
 	}
+	if err := in.delegateCgroups(); err != nil {
+		return nil, err
+	}
 	// As make install does: compile the payload profile once, as root.
 	if err := run(in.path("libexec/nsinit"), "--compile-profile", in.path("etc/profiles/payload.json")); err != nil {
 		return nil, err
 	}
 	return in, nil
+}
+
+// delegateCgroups creates the delegated cgroup directory for the test user
+// in each v1 hierarchy, as scripts/run.sh does for the service user.
+func (in *installation) delegateCgroups() error {
+	own, err := cgroup.OwnV1Dirs(cgroup.Host{})
+	if err != nil {
+		return fmt.Errorf("cgroup v1 hierarchies (this host is expected to have them): %w", err)
+	}
+	in.cgroupParent = "sandboxd-it-" + randID()
+	for _, c := range cgroup.Controllers {
+		dir := filepath.Join(own[c], in.cgroupParent)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		in.cgroupDirs = append(in.cgroupDirs, dir)
+		if err := os.Chown(dir, in.uid, in.gid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // helperConfig is the helper config of this installation.
@@ -251,6 +281,7 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 		"--audit-log", s.audit,
 		"--helper", in.path("libexec", o.helper),
 		"--helper-config", in.path("etc/nsinit.json"),
+		"--cgroup-parent", in.cgroupParent,
 	}
 	args = append(args, o.extra...)
 	bin := in.path("bin/sandboxd")
@@ -348,6 +379,7 @@ type execResult struct {
 	ExitCode        *int    `json:"exit_code"`
 	Signal          *string `json:"signal"`
 	TimedOut        bool    `json:"timed_out"`
+	OOMKilled       bool    `json:"oom_killed"`
 	Stdout          string  `json:"stdout"`
 	Stderr          string  `json:"stderr"`
 	StdoutTruncated bool    `json:"stdout_truncated"`
@@ -459,6 +491,9 @@ func statusField(t testing.TB, pid int, field string) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
+		for _, d := range shared.cgroupDirs {
+			_ = syscall.Rmdir(d) // every exec cgroup below it is gone by now
+		}
 		_ = os.RemoveAll(shared.prefix)
 		if shared.created {
 			_ = run("userdel", testUser)

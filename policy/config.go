@@ -31,6 +31,7 @@ const (
 	DefaultWorkspaceQuotaBytes = 1024 << 20
 	DefaultMaxSessions         = 16
 	DefaultMaxConcurrentExecs  = 4
+	DefaultMaxQueuedExecs      = 16
 	DefaultIdleTTLSeconds      = 1800
 	DefaultIdleTTLCapSeconds   = 86400
 )
@@ -104,8 +105,15 @@ type Config struct {
 
 	MaxSessions        int
 	MaxConcurrentExecs int
-	IdleTTLSeconds     int64
-	IdleTTLCapSeconds  int64
+	// CgroupParent names the directory, below the supervisor's own cgroup
+	// in each hierarchy, that the operator delegated to the service user.
+	CgroupParent string
+	// RequireCgroups refuses launches (503) when no cgroup can be used.
+	RequireCgroups bool
+	// MaxQueuedExecs bounds the execs waiting for a slot; beyond it, 429 at once.
+	MaxQueuedExecs    int
+	IdleTTLSeconds    int64
+	IdleTTLCapSeconds int64
 
 	// HelperPath is the sandboxd-nsinit binary (file capabilities, no setuid).
 	HelperPath string
@@ -134,6 +142,8 @@ func Defaults() Config {
 		WorkspaceQuotaBytes: DefaultWorkspaceQuotaBytes,
 		MaxSessions:         DefaultMaxSessions,
 		MaxConcurrentExecs:  DefaultMaxConcurrentExecs,
+		MaxQueuedExecs:      DefaultMaxQueuedExecs,
+		CgroupParent:        "sandboxd",
 		IdleTTLSeconds:      DefaultIdleTTLSeconds,
 		IdleTTLCapSeconds:   DefaultIdleTTLCapSeconds,
 		HelperPath:          DefaultHelperPath,
@@ -183,7 +193,10 @@ func settings() []setting {
 		{"nofile", "open file limit (RLIMIT_NOFILE) per exec", func(c *Config) flag.Value { return (*uint64Value)(&c.NoFile) }},
 		{"workspace-quota", "workspace disk quota, also RLIMIT_FSIZE (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.WorkspaceQuotaBytes) }},
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
-		{"max-concurrent-execs", "most execs running at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
+		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
+		{"cgroup-parent", "directory below the supervisor's own cgroup, delegated to its uid, that holds per-exec cgroups", func(c *Config) flag.Value { return (*stringValue)(&c.CgroupParent) }},
+		{"require-cgroups", "refuse every launch (503) when no delegated cgroup subtree is usable", func(c *Config) flag.Value { return (*boolValue)(&c.RequireCgroups) }},
+		{"max-queued-execs", "most execs waiting for a slot (each waits up to its own timeout); beyond it 429 at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecs) }},
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
 		{"helper", "path of the sandboxd-nsinit helper", func(c *Config) flag.Value { return (*stringValue)(&c.HelperPath) }},
@@ -325,6 +338,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSessions < 0 {
 		bad("max-sessions", "%d is negative (0 disables sessions)", c.MaxSessions)
+	}
+	if c.CgroupParent == "" || strings.ContainsAny(c.CgroupParent, "/") || c.CgroupParent == "." || c.CgroupParent == ".." {
+		bad("cgroup-parent", "%q must be a single directory name", c.CgroupParent)
+	}
+	if c.MaxQueuedExecs < 0 {
+		bad("max-queued-execs", "%d is negative", c.MaxQueuedExecs)
 	}
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)

@@ -15,6 +15,10 @@ export SANDBOXD_SOCKET=${SANDBOXD_SOCKET:-/run/sandboxd/sandboxd.sock}
 export SANDBOXD_STATE_DIR=${SANDBOXD_STATE_DIR:-/var/lib/sandboxd}
 prefix=${PREFIX:-/usr/local}
 
+# Per-exec memory, pids and CPU limits: delegate a cgroup directory below
+# this shell's cgroup (which the supervisor inherits) to the service user.
+"$prefix/bin/sandboxctl" admin delegate-cgroups --user "$user" --parent "${SANDBOXD_CGROUP_PARENT:-sandboxd}"
+
 cat <<MSG
 
 sandboxd: starting as user '$user' (no capabilities)

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -47,10 +48,7 @@ func TestCapturedStreamDrain(t *testing.T) {
 			t.Run(tc.name+"/"+rname, func(t *testing.T) {
 				c := capturedStream{limit: tc.limit}
 				c.drain(mk(tc.input))
-				keep := min(int64(len(tc.input)), tc.limit)
-				if !bytes.Equal(c.buf.Bytes(), tc.input[:keep]) {
-					t.Fatalf("kept %d bytes, want the first %d", c.buf.Len(), keep)
-				}
+				checkKept(t, &c, tc.input)
 				if c.total != int64(len(tc.input)) {
 					t.Fatalf("total %d, want %d", c.total, len(tc.input))
 				}
@@ -62,12 +60,48 @@ func TestCapturedStreamDrain(t *testing.T) {
 	}
 }
 
+// checkKept asserts the head + marker + tail contract for one stream.
+func checkKept(t *testing.T, c *capturedStream, input []byte) {
+	t.Helper()
+	got := c.Bytes()
+	if int64(len(input)) <= c.limit {
+		if !bytes.Equal(got, input) {
+			t.Fatalf("kept %d bytes of a %d-byte stream under the limit %d: want all of it", len(got), len(input), c.limit)
+		}
+		return
+	}
+	head := input[:c.limit/2]
+	if !bytes.HasPrefix(got, head) {
+		t.Fatalf("output does not start with the stream's first %d bytes", len(head))
+	}
+	if i := bytes.Index(got, []byte("[... sandboxd: ")); i < 0 {
+		if int64(len(got)) > c.limit || !bytes.Equal(got, input[:len(got)]) {
+			t.Fatalf("no marker and not a plain head: %q", got)
+		}
+		return // a limit too small for a marker
+	}
+	if int64(len(got)) != c.limit {
+		t.Fatalf("kept %d bytes, want exactly the limit %d", len(got), c.limit)
+	}
+	end := got[bytes.LastIndex(got, []byte("...]\n"))+5:]
+	if !bytes.HasSuffix(input, end) {
+		t.Fatalf("the last %d bytes kept are not the stream's tail", len(end))
+	}
+	var cut int64
+	if _, err := fmt.Sscanf(string(got[len(head):]), "\n[... sandboxd: %d bytes cut", &cut); err != nil {
+		t.Fatalf("marker unreadable: %v", err)
+	}
+	if int64(len(head))+cut+int64(len(end)) != int64(len(input)) {
+		t.Fatalf("head %d + cut %d + tail %d != stream %d", len(head), cut, len(end), len(input))
+	}
+}
+
 func TestCapturedStreamDrainStopsOnError(t *testing.T) {
 	boom := errors.New("boom")
 	c := capturedStream{limit: 4}
 	c.drain(io.MultiReader(strings.NewReader("abcdef"), iotest.ErrReader(boom), strings.NewReader("never read")))
-	if c.buf.String() != "abcd" || c.total != 6 || !c.truncated {
-		t.Fatalf("after an error: buf %q total %d truncated %v", c.buf.String(), c.total, c.truncated)
+	if string(c.head) != "ab" || c.total != 6 || !c.truncated {
+		t.Fatalf("after an error: head %q total %d truncated %v", c.head, c.total, c.truncated)
 	}
 }
 
@@ -97,8 +131,8 @@ func TestCapturedStreamDrainsPipe(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("writer: %v", err)
 	}
-	if c.total != size || c.buf.Len() != 1024 || !c.truncated {
-		t.Fatalf("total %d kept %d truncated %v", c.total, c.buf.Len(), c.truncated)
+	if c.total != size || len(c.Bytes()) != 1024 || !c.truncated {
+		t.Fatalf("total %d kept %d truncated %v", c.total, len(c.Bytes()), c.truncated)
 	}
 }
 
@@ -114,8 +148,10 @@ func TestCapturedStreamString(t *testing.T) {
 		{"invalid byte", 100, "a\xffb", "a\uFFFDb"},
 		{"invalid run becomes one replacement", 100, "a\xff\xfe\xfdb", "a\uFFFDb"},
 		{"NUL kept", 100, "a\x00b", "a\x00b"},
-		// The limit cuts "é" (2 bytes) in half.
-		{"rune cut by the limit", 2, "héllo", "h\uFFFD"},
+		// A limit too small for the marker keeps the head half alone.
+		{"limit too small for a marker", 2, "héllo", "h"},
+		// The head/tail boundary cuts "é" (2 bytes) in half.
+		{"rune cut at the head", 40, "h" + strings.Repeat("é", 40), "h" + strings.Repeat("é", 9) + "\uFFFD"},
 		{"empty", 100, "", ""},
 	}
 	for _, tc := range tests {
@@ -135,7 +171,7 @@ func TestCapturedStreamString(t *testing.T) {
 
 func TestCapturedStreamHead(t *testing.T) {
 	c := capturedStream{limit: 10}
-	c.drain(strings.NewReader("0123456789 and more"))
+	c.drain(strings.NewReader("0123456789"))
 	tests := []struct {
 		n    int
 		want string

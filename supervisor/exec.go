@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -233,18 +233,24 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, session bool)
 		return
 	}
 
-	// Decide: policy, then a free exec slot.
+	// Decide: policy, then a slot. An exec waits for a slot (fairly, see
+	// package admission) up to its own timeout; a full queue answers at once.
 	d, apiE := s.decideExec(req, caller, execID, session)
 	release := func() {}
 	if apiE == nil {
-		var ok bool
-		if release, ok = s.acquireExecSlot(); !ok {
-			apiE = &APIError{
-				Status:     statusOf(CodeLimitExceeded),
-				Code:       CodeLimitExceeded,
-				Message:    fmt.Sprintf("%d execs are already running, the operator's maximum; retry later", s.cfg.MaxConcurrentExecs),
-				RetryAfter: 1,
-			}
+		waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
+		rel, err := s.gate.Acquire(waitCtx, caller.UID)
+		cancel()
+		switch {
+		case err == nil:
+			release = rel
+			d.facts["admission"] = "admitted"
+		case errors.Is(err, admission.ErrQueueFull):
+			apiE = limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.cfg.MaxConcurrentExecs, s.cfg.MaxQueuedExecs))
+		case ctx.Err() != nil:
+			apiE = apiErr(CodeInvalidArgument, "the client went away while the exec waited for a slot")
+		default:
+			apiE = limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.cfg.MaxConcurrentExecs))
 		}
 	}
 	defer release()
@@ -274,17 +280,8 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, session bool)
 	s.answerResult(w, log, execID, d.launch.Limits, res)
 }
 
-// acquireExecSlot takes one of the operator's concurrent exec slots without
-// waiting: a caller over the limit is told to come back (429) rather than
-// queued behind execs that may run for minutes. release is always callable.
-func (s *Server) acquireExecSlot() (release func(), ok bool) {
-	select {
-	case s.execSlots <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-s.execSlots }) }, true
-	default:
-		return func() {}, false
-	}
+func limitExceeded(msg string) *APIError {
+	return &APIError{Status: statusOf(CodeLimitExceeded), Code: CodeLimitExceeded, Message: msg, RetryAfter: 1}
 }
 
 func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult) {

@@ -40,8 +40,16 @@ func (h *HelperLauncher) Probe(ctx context.Context) HealthChecks {
 }
 
 func (h *HelperLauncher) probeOnce(ctx context.Context) HealthChecks {
-	c := HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "none", Disk: "ok"}
+	c := HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: h.cgroupMode(), Disk: "ok"}
 	c.Disk = diskCheck(h.cfg.WorkspaceRoot)
+	if c.Cgroups == "none" && h.cfg.RequireCgroups {
+		reason := "no cgroup subtree was delegated"
+		if h.cfg.Cgroups != nil {
+			reason = h.cfg.Cgroups.Reason()
+		}
+		c.Helper = "cgroups are required (--require-cgroups) but " + reason
+		return c
+	}
 
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])

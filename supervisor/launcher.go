@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -35,6 +35,11 @@ type HelperConfig struct {
 	WorkspaceRoot string
 	Sink          audit.Sink
 	Log           *slog.Logger
+	// Cgroups places each exec in its own cgroup with memory, pids and CPU
+	// limits; nil or mode "none" means rlimits only.
+	Cgroups *cgroup.Manager
+	// RequireCgroups refuses every launch (503) when Cgroups is "none".
+	RequireCgroups bool
 }
 
 // HelperLauncher runs execs through sandboxd-nsinit and bubblewrap.
@@ -75,7 +80,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	}
 	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
 		"workspace": dir, "workspace_kind": "one-shot", "files": len(req.Files), "file_bytes": staged,
-		"stdio": "pipes", "cgroup": "none",
+		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
 	}})
 	return h.run(ctx, req, req.ExecID)
 }
@@ -98,12 +103,21 @@ func (h *HelperLauncher) audit(req LaunchRequest, r audit.Record) {
 	}
 }
 
-// AppliedLimits is what a launch is really held to today: memory, pids and
-// CPU need cgroups, which are not set up yet, so they are attested as 0
-// (not enforced) rather than claimed.
-func AppliedLimits(l policy.Limits) policy.Limits {
-	l.MemoryBytes, l.Pids, l.CPUs = 0, 0, 0
+// AppliedLimits is what a launch is really held to: without a cgroup,
+// memory, pids and CPU are not enforced, so they are attested as 0 rather
+// than claimed.
+func (h *HelperLauncher) AppliedLimits(l policy.Limits) policy.Limits {
+	if h.cgroupMode() == cgroup.ModeNone {
+		l.MemoryBytes, l.Pids, l.CPUs = 0, 0, 0
+	}
 	return l
+}
+
+func (h *HelperLauncher) cgroupMode() string {
+	if h.cfg.Cgroups == nil {
+		return cgroup.ModeNone
+	}
+	return h.cfg.Cgroups.Mode()
 }
 
 // buildSpec turns a decided request into the helper's launch spec.
@@ -141,6 +155,8 @@ type helperRun struct {
 	bwrapExit  *int
 	childPID   int
 	reaperGone bool // waited until the sandbox's pid 1 had exited
+	oomKilled  bool
+	cgroupLeft int // processes still in the exec's cgroup after the reaper was gone
 	killed     bool
 	timedOut   bool
 	stdout     capturedStream
@@ -163,7 +179,8 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace s
 		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
 		DurationMS: time.Since(start).Milliseconds(), Usage: hr.usage, TimedOut: hr.timedOut,
 		Artifacts: []Artifact{},
-		Policy:    PolicyAttestation{Limits: AppliedLimits(req.Limits)},
+		Policy:    PolicyAttestation{Limits: h.AppliedLimits(req.Limits)},
+		OOMKilled: hr.oomKilled,
 	}
 	for _, r := range hr.reports {
 		if !r.OK {
@@ -208,6 +225,7 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace s
 		// The reaper's pidfd became readable: the kernel had killed and
 		// reaped every process of the sandbox's pid namespace by then.
 		"pid_namespace_gone": hr.reaperGone,
+		"oom_killed":         hr.oomKilled, "cgroup_processes_left": hr.cgroupLeft,
 	}})
 	return res, nil
 }
@@ -268,6 +286,27 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		return nil, &LaunchError{Kind: KindInternal, Reason: "create pipes", Err: p.err}
 	}
 
+	var cg *cgroup.Exec
+	switch {
+	case h.cgroupMode() != cgroup.ModeNone:
+		cg, err = h.cfg.Cgroups.Create(req.ExecID, cgroup.Limits{
+			MemoryBytes: req.Limits.MemoryBytes, Pids: req.Limits.Pids, CPUs: req.Limits.CPUs})
+		if err != nil {
+			return nil, &LaunchError{Kind: KindUnavailable, Reason: "create the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl health)", Err: err}
+		}
+		defer func() {
+			if err := cg.Remove(); err != nil {
+				h.cfg.Log.Error("remove exec cgroup", "exec_id", req.ExecID, "err", err)
+			}
+		}()
+	case h.cfg.RequireCgroups:
+		reason := "no cgroup subtree was delegated to the supervisor"
+		if h.cfg.Cgroups != nil {
+			reason = h.cfg.Cgroups.Reason()
+		}
+		return nil, &LaunchError{Kind: KindUnavailable, Reason: "cgroups are required (--require-cgroups) but " + reason}
+	}
+
 	cmd := &exec.Cmd{
 		Path:       h.cfg.HelperPath,
 		Args:       []string{"sandboxd-nsinit"},
@@ -282,6 +321,15 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 			// clear it); it covers the window before.
 			Pdeathsig: syscall.SIGKILL,
 		},
+	}
+	if cg != nil && cg.Dir() != "" {
+		// cgroup v2: born in its cgroup (CLONE_INTO_CGROUP), no window.
+		fd, err := unix.Open(cg.Dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &LaunchError{Kind: KindUnavailable, Reason: "open the exec's cgroup", Err: err}
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
 
 	hr := &helperRun{}
@@ -322,6 +370,16 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		p.release(f)
 	}
 
+	// cgroup v1: move the helper before it gets its spec. It reads the
+	// spec before it execs bwrap, so everything of the sandbox is started
+	// inside the cgroup; only the prelude's short-lived holder is not.
+	if cg != nil && cg.Dir() == "" {
+		if err := cg.Add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			<-waited
+			return nil, &LaunchError{Kind: KindUnavailable, Reason: "place the helper in the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl health)", Err: err}
+		}
+	}
 	go func() {
 		_, _ = specW.Write(encoded)
 		p.release(specW)
@@ -435,6 +493,13 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		_ = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG, nil)
 		unix.Close(pidfd)
 	}
+	if cg != nil {
+		// Belt and braces: the pid namespace is gone with its reaper, but
+		// anything that escaped it into the cgroup is killed here.
+		hr.oomKilled = cg.OOMKilled()
+		hr.cgroupLeft = len(cg.Procs())
+		cg.KillAll()
+	}
 	hr.reports = <-reportsDone
 	<-outDone
 	<-outDone
@@ -500,53 +565,6 @@ func (p *pipeSet) closeAll() {
 	for _, f := range p.open {
 		_ = f.Close()
 	}
-}
-
-// capturedStream keeps the first limit bytes of a stream and counts the
-// rest, reading to EOF so the writer never blocks on a full pipe.
-type capturedStream struct {
-	limit     int64
-	buf       bytes.Buffer
-	total     int64
-	truncated bool
-}
-
-func (c *capturedStream) drain(r io.Reader) {
-	chunk := make([]byte, 64<<10)
-	for {
-		n, err := r.Read(chunk)
-		if n > 0 {
-			c.total += int64(n)
-			room := c.limit - int64(c.buf.Len())
-			if room > 0 {
-				take := int64(n)
-				if take > room {
-					take = room
-				}
-				c.buf.Write(chunk[:take])
-			}
-			if c.total > c.limit {
-				c.truncated = true
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (c *capturedStream) String() string { return strings.ToValidUTF8(c.buf.String(), "\uFFFD") }
-
-// Head returns up to n bytes of the captured stream, as valid UTF-8.
-func (c *capturedStream) Head(n int) string {
-	b := c.buf.Bytes()
-	if n < 0 {
-		n = 0
-	}
-	if len(b) > n {
-		b = b[:n]
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 func signalName(s syscall.Signal) string {

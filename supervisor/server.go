@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -42,9 +43,9 @@ type Server struct {
 	version  string
 	selfUID  int
 
-	metrics   *metrics
-	execSlots chan struct{}
-	handler   http.Handler
+	metrics *metrics
+	gate    *admission.Gate
+	handler http.Handler
 
 	shutdownGrace time.Duration
 	killGrace     time.Duration
@@ -57,10 +58,6 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	slots := cfg.MaxConcurrentExecs
-	if slots < 0 {
-		slots = 0
-	}
 	s := &Server{
 		cfg:           cfg,
 		launcher:      l,
@@ -70,7 +67,7 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 		version:       version,
 		selfUID:       os.Getuid(),
 		metrics:       newMetrics(sink),
-		execSlots:     make(chan struct{}, slots),
+		gate:          admission.New(cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs),
 		shutdownGrace: defaultShutdownGrace,
 		killGrace:     defaultKillGrace,
 	}

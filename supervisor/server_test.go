@@ -403,30 +403,56 @@ func TestClientDisconnectCancelsLaunch(t *testing.T) {
 func TestConcurrencyLimit(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxConcurrentExecs = 1
+	cfg.MaxQueuedExecs = 1
 	release := make(chan struct{})
-	started := make(chan struct{}, 1)
+	started := make(chan struct{}, 4)
 	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
 		started <- struct{}{}
-		<-release
+		if req.Code == "1" {
+			<-release
+		}
 		return okResult(req), nil
 	}}
 	ts := startServer(t, cfg, fl, readyChecks())
 	first := make(chan response, 1)
 	go func() { first <- ts.do("POST", "/v1/exec", `{"language":"python","code":"1"}`) }()
 	<-started
-	r := ts.do("POST", "/v1/exec", `{"language":"python","code":"2"}`)
+
+	// Waits for a slot up to its own timeout, then 429.
+	begin := time.Now()
+	r := ts.do("POST", "/v1/exec", `{"language":"python","code":"2","timeout_ms":300}`)
 	if r.status != 429 || r.header.Get("Retry-After") != "1" {
 		t.Fatalf("status %d Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
-	if code, msg := apiError(t, r); code != "limit_exceeded" || !strings.Contains(msg, "1 execs are already running") {
+	if waited := time.Since(begin); waited < 250*time.Millisecond {
+		t.Fatalf("answered after %v: a queued exec waits up to its timeout", waited)
+	}
+	if code, msg := apiError(t, r); code != "limit_exceeded" || !strings.Contains(msg, "timeout of 300 ms") {
 		t.Fatalf("%s %q", code, msg)
 	}
+
+	// One waits in the queue; the next finds the queue full and is told at once.
+	queued := make(chan response, 1)
+	go func() { queued <- ts.do("POST", "/v1/exec", `{"language":"python","code":"3"}`) }()
+	deadline := time.Now().Add(2 * time.Second)
+	for ts.srv.gate.Stats().Queued != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	begin = time.Now()
+	r = ts.do("POST", "/v1/exec", `{"language":"python","code":"4"}`)
+	if code, msg := apiError(t, r); r.status != 429 || code != "limit_exceeded" || !strings.Contains(msg, "1 waiting") {
+		t.Fatalf("full queue: %d %s %q", r.status, code, msg)
+	}
+	if time.Since(begin) > 200*time.Millisecond {
+		t.Fatal("a full queue must answer at once")
+	}
+
 	close(release)
 	if r := <-first; r.status != 200 {
 		t.Fatalf("first exec %d", r.status)
 	}
-	if r := ts.do("POST", "/v1/exec", `{"language":"python","code":"3"}`); r.status != 200 {
-		t.Fatalf("slot not released: %d", r.status)
+	if r := <-queued; r.status != 200 {
+		t.Fatalf("the queued exec did not run when the slot freed: %d %s", r.status, r.body)
 	}
 }
 
@@ -616,7 +642,7 @@ func TestHandlerWithoutPeerCredentialsIsForbidden(t *testing.T) {
 func TestNewServerDefaults(t *testing.T) {
 	var _ Launcher = (*fakeLauncher)(nil)
 	s := NewServer(policy.Defaults(), &fakeLauncher{}, fakeProber{}, nil, nil, "v")
-	if s.log == nil || cap(s.execSlots) != 4 || s.selfUID != os.Getuid() {
+	if s.log == nil || s.gate == nil || s.selfUID != os.Getuid() {
 		t.Fatalf("%+v", s)
 	}
 }

@@ -4,6 +4,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+
+	"github.com/sandboxd/sandboxd/cgroup"
 
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
@@ -14,8 +20,12 @@ import (
 //	                     installation (make install writes it, as root, to
 //	                     the path compiled into the helper)
 func cmdAdmin(args []string, io stdio) int {
+	if len(args) > 0 && args[0] == "delegate-cgroups" {
+		return cmdDelegateCgroups(args[1:], io)
+	}
 	if len(args) == 0 || args[0] != "helper-config" {
 		fmt.Fprintln(io.err, "sandboxctl: usage: sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH")
+		fmt.Fprintln(io.err, "       sandboxctl admin delegate-cgroups --user NAME [--parent sandboxd]")
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("admin helper-config", flag.ContinueOnError)
@@ -37,5 +47,47 @@ func cmdAdmin(args []string, io stdio) int {
 		return exitUsage
 	}
 	fmt.Fprintln(io.out, string(b))
+	return exitOK
+}
+
+// cmdDelegateCgroups, run as root by make run, creates the directory that
+// the supervisor puts per-exec cgroups in, below this process's own cgroup
+// in each cgroup v1 hierarchy (memory, pids, cpu), owned by the service
+// user. The supervisor, started from the same shell, is in the same cgroups.
+// On a host without those hierarchies it says so and changes nothing: the
+// supervisor then reports cgroups "none" (or, on cgroup v2, uses a subtree
+// systemd delegated with Delegate=yes).
+func cmdDelegateCgroups(args []string, io stdio) int {
+	fs := flag.NewFlagSet("admin delegate-cgroups", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	name := fs.String("user", "sandboxd", "service user that gets the delegated directories")
+	parent := fs.String("parent", cgroup.DefaultParent, "directory name (the supervisor's --cgroup-parent)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	u, err := user.Lookup(*name)
+	if err != nil {
+		fmt.Fprintln(io.err, "sandboxctl:", err)
+		return exitUsage
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	own, err := cgroup.OwnV1Dirs(cgroup.Host{})
+	if err != nil {
+		fmt.Fprintf(io.out, "cgroups: not delegating (%v); the supervisor will report cgroups none unless systemd delegates a v2 subtree\n", err)
+		return exitOK
+	}
+	for _, c := range cgroup.Controllers {
+		dir := filepath.Join(own[c], *parent)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			fmt.Fprintln(io.err, "sandboxctl:", err)
+			return exitUsage
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			fmt.Fprintln(io.err, "sandboxctl:", err)
+			return exitUsage
+		}
+		fmt.Fprintf(io.out, "cgroups: %s delegated to %s\n", dir, *name)
+	}
 	return exitOK
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/supervisor"
@@ -71,8 +72,15 @@ func run() int {
 	if n := removeStaleWorkspaces(workspaces, log); n > 0 {
 		log.Warn("removed one-shot workspaces left by an earlier run", "count", n)
 	}
+	cg := cgroup.Detect(cgroup.Host{UID: os.Getuid()}, cfg.CgroupParent)
+	log.Info("resource control", "cgroups", cg.Mode(), "detail", cg.Reason())
+	if cg.Mode() == cgroup.ModeNone && cfg.RequireCgroups {
+		fmt.Fprintln(os.Stderr, "sandboxd: --require-cgroups, but", cg.Reason())
+		return 1
+	}
 	launcher, err := supervisor.NewHelperLauncher(supervisor.HelperConfig{
 		HelperPath: cfg.HelperPath, WorkspaceRoot: workspaces, Sink: aw, Log: log,
+		Cgroups: cg, RequireCgroups: cfg.RequireCgroups,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)

@@ -1,0 +1,447 @@
+// Package cgroup gives each exec its own cgroup, below a subtree the
+// operator delegated to the supervisor's uid, with memory, pids and CPU
+// limits; it reads back whether the OOM killer ended the run, kills what is
+// left, and removes the cgroup afterwards.
+//
+// Two layouts: cgroup v2 with a delegated subtree whose cgroup.subtree_control
+// enables memory, pids and cpu (systemd Delegate=yes, a container's cgroup
+// namespace); and cgroup v1 with the memory, pids and cpu controllers on
+// their own hierarchies (hybrid hosts, such as the machines this project is
+// built on, whose cgroup2 mount has no controllers). In both, the delegated
+// subtree is a directory named Parent below the cgroup the supervisor itself
+// is in, owned by the supervisor's uid (make install / make run create it).
+//
+// It must never create, write or remove a cgroup outside that subtree, and
+// never follow a symlink inside it.
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Modes, as GET /v1/health reports them.
+const (
+	ModeV2   = "v2"
+	ModeV1   = "v1"
+	ModeNone = "none"
+)
+
+// Controllers every exec cgroup gets.
+var Controllers = []string{"memory", "pids", "cpu"}
+
+// DefaultParent is the delegated directory's name below the supervisor's cgroup.
+const DefaultParent = "sandboxd"
+
+// Limits of one exec. Zero means "no limit" for that resource.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+}
+
+// Manager creates exec cgroups in a delegated subtree.
+type Manager struct {
+	mode string
+	// v1: controller -> delegated directory; v2: "" -> delegated directory.
+	dirs   map[string]string
+	reason string
+}
+
+// Mode returns "v2", "v1" or "none".
+func (m *Manager) Mode() string { return m.mode }
+
+// Reason says why the mode is "none" (and how to fix it), or what is used.
+func (m *Manager) Reason() string { return m.reason }
+
+// Dirs returns the delegated directories in use, by controller ("" for v2).
+func (m *Manager) Dirs() map[string]string { return m.dirs }
+
+// Host is where Detect looks: the proc and sys views (tests point it at a
+// fake tree). ProcSelf is normally /proc/self.
+type Host struct {
+	ProcSelf string
+	UID      int
+}
+
+// Detect finds a delegated subtree named parent for the calling process.
+// It never fails: a host without one gets ModeNone and the reason.
+func Detect(h Host, parent string) *Manager {
+	if h.ProcSelf == "" {
+		h.ProcSelf = "/proc/self"
+	}
+	own, err := parseProcCgroup(filepath.Join(h.ProcSelf, "cgroup"))
+	if err != nil {
+		return none(fmt.Sprintf("read own cgroups: %v", err))
+	}
+	mounts, err := parseCgroupMounts(filepath.Join(h.ProcSelf, "mountinfo"))
+	if err != nil {
+		return none(fmt.Sprintf("read cgroup mounts: %v", err))
+	}
+	var why []string
+	// v2 first: a delegated cgroup2 subtree with the controllers enabled.
+	if mnt, ok := mounts[""]; ok {
+		dir := filepath.Join(mnt, own[""], parent)
+		if err := usable(dir, h.UID); err != nil {
+			why = append(why, "v2: "+err.Error())
+		} else if missing := missingControllers(filepath.Join(dir, "cgroup.subtree_control")); len(missing) > 0 {
+			why = append(why, fmt.Sprintf("v2: %s does not enable %s in cgroup.subtree_control", dir, strings.Join(missing, ", ")))
+		} else {
+			return &Manager{mode: ModeV2, dirs: map[string]string{"": dir}, reason: "cgroup v2 subtree " + dir}
+		}
+	}
+	dirs := map[string]string{}
+	for _, c := range Controllers {
+		mnt, ok := mounts[c]
+		if !ok {
+			why = append(why, "v1: no "+c+" hierarchy mounted")
+			break
+		}
+		dir := filepath.Join(mnt, own[c], parent)
+		if err := usable(dir, h.UID); err != nil {
+			why = append(why, "v1: "+err.Error())
+			break
+		}
+		dirs[c] = dir
+	}
+	if len(dirs) == len(Controllers) {
+		return &Manager{mode: ModeV1, dirs: dirs, reason: "cgroup v1 subtrees " + strings.Join(sortedValues(dirs), ", ")}
+	}
+	return none(strings.Join(why, "; ") + "; fix: as root, create the delegated directory below the supervisor's cgroup in each hierarchy and chown it to the service user (make install does), or run under systemd with Delegate=yes")
+}
+
+func none(reason string) *Manager { return &Manager{mode: ModeNone, reason: reason} }
+
+func sortedValues(m map[string]string) []string {
+	var out []string
+	for _, c := range Controllers {
+		if v, ok := m[c]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// usable checks that dir is a real directory owned by uid.
+func usable(dir string, uid int) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("delegated cgroup %s: %w", dir, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return fmt.Errorf("delegated cgroup %s is not a directory", dir)
+	}
+	if int(st.Uid) != uid {
+		return fmt.Errorf("delegated cgroup %s is owned by uid %d, not this process's uid %d", dir, st.Uid, uid)
+	}
+	return nil
+}
+
+func missingControllers(subtreeControl string) []string {
+	b, err := os.ReadFile(subtreeControl)
+	if err != nil {
+		return Controllers
+	}
+	have := map[string]bool{}
+	for _, f := range strings.Fields(string(b)) {
+		have[f] = true
+	}
+	var missing []string
+	for _, c := range Controllers {
+		if !have[c] {
+			missing = append(missing, c)
+		}
+	}
+	return missing
+}
+
+// parseProcCgroup maps each controller ("" for the v2 hierarchy) to the
+// calling process's cgroup path.
+func parseProcCgroup(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			out[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, sc.Err()
+}
+
+// parseCgroupMounts maps each v1 controller ("" for cgroup2) to the mount
+// point of its hierarchy, from mountinfo. Only mounts of the hierarchy's
+// root are used: below a cgroup namespace or a bind of a sub-cgroup, the
+// paths in /proc/self/cgroup would not line up.
+func parseCgroupMounts(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 || pf[3] != "/" {
+			continue
+		}
+		switch qf[0] {
+		case "cgroup2":
+			if _, seen := out[""]; !seen {
+				out[""] = pf[4]
+			}
+		case "cgroup":
+			for _, o := range strings.Split(qf[2], ",") {
+				if _, seen := out[o]; !seen {
+					out[o] = pf[4]
+				}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// Exec is one exec's cgroup (one directory per v1 controller, or one v2 directory).
+type Exec struct {
+	mode string
+	dirs map[string]string
+}
+
+// Create makes the cgroup of exec id and sets its limits.
+func (m *Manager) Create(id string, l Limits) (*Exec, error) {
+	if m.mode == ModeNone {
+		return nil, errors.New("no delegated cgroup subtree: " + m.reason)
+	}
+	if id == "" || strings.ContainsAny(id, "/.") {
+		return nil, fmt.Errorf("cgroup name %q", id)
+	}
+	e := &Exec{mode: m.mode, dirs: map[string]string{}}
+	for c, parent := range m.dirs {
+		dir := filepath.Join(parent, id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			_ = e.Remove()
+			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		e.dirs[c] = dir
+	}
+	if err := e.setLimits(l); err != nil {
+		_ = e.Remove()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Exec) setLimits(l Limits) error {
+	type w struct{ ctrl, file, value string }
+	var writes []w
+	period := 100000
+	if e.mode == ModeV2 {
+		if l.MemoryBytes > 0 {
+			writes = append(writes, w{"", "memory.max", strconv.FormatInt(l.MemoryBytes, 10)}, w{"", "memory.swap.max", "0"})
+		}
+		if l.Pids > 0 {
+			writes = append(writes, w{"", "pids.max", strconv.FormatInt(l.Pids, 10)})
+		}
+		if l.CPUs > 0 {
+			writes = append(writes, w{"", "cpu.max", fmt.Sprintf("%d %d", int(l.CPUs*float64(period)), period)})
+		}
+	} else {
+		if l.MemoryBytes > 0 {
+			v := strconv.FormatInt(l.MemoryBytes, 10)
+			writes = append(writes, w{"memory", "memory.limit_in_bytes", v})
+			// With swap accounting, memory+swap gets the same limit, so
+			// that hitting it means the OOM killer, not swapping.
+			if _, err := os.Stat(filepath.Join(e.dirs["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+				writes = append(writes, w{"memory", "memory.memsw.limit_in_bytes", v})
+			}
+		}
+		if l.Pids > 0 {
+			writes = append(writes, w{"pids", "pids.max", strconv.FormatInt(l.Pids, 10)})
+		}
+		if l.CPUs > 0 {
+			writes = append(writes, w{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)},
+				w{"cpu", "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs * float64(period)))})
+		}
+	}
+	for _, x := range writes {
+		if err := writeFile(filepath.Join(e.dirs[x.ctrl], x.file), x.value); err != nil {
+			return fmt.Errorf("set %s: %w", x.file, err)
+		}
+	}
+	return nil
+}
+
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(value)
+	cerr := f.Close()
+	return errors.Join(werr, cerr)
+}
+
+// Dir returns the v2 directory (for CLONE_INTO_CGROUP), or "" on v1.
+func (e *Exec) Dir() string {
+	if e.mode == ModeV2 {
+		return e.dirs[""]
+	}
+	return ""
+}
+
+// Add moves pid (and so, on v1, everything it starts afterwards) into the
+// cgroup. On v2 the helper is started in it directly (CLONE_INTO_CGROUP).
+func (e *Exec) Add(pid int) error {
+	for _, dir := range e.dirs {
+		if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("move pid %d into %s: %w", pid, dir, err)
+		}
+	}
+	return nil
+}
+
+// OOMKilled reports whether the OOM killer killed a process of the cgroup.
+func (e *Exec) OOMKilled() bool {
+	if e.mode == ModeV2 {
+		return counter(filepath.Join(e.dirs[""], "memory.events"), "oom_kill") > 0
+	}
+	return counter(filepath.Join(e.dirs["memory"], "memory.oom_control"), "oom_kill") > 0
+}
+
+// MemoryPeak returns the cgroup's peak memory use in bytes, or 0.
+func (e *Exec) MemoryPeak() int64 {
+	file := filepath.Join(e.dirs["memory"], "memory.max_usage_in_bytes")
+	if e.mode == ModeV2 {
+		file = filepath.Join(e.dirs[""], "memory.peak")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// counter reads "name N" from a flat keyed file.
+func counter(path, name string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == name {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Procs lists the pids in the cgroup.
+func (e *Exec) Procs() []int {
+	dir := e.dirs["pids"]
+	if e.mode == ModeV2 {
+		dir = e.dirs[""]
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// KillAll SIGKILLs every process still in the cgroup and waits (bounded)
+// until it is empty.
+func (e *Exec) KillAll() {
+	if e.mode == ModeV2 {
+		_ = writeFile(filepath.Join(e.dirs[""], "cgroup.kill"), "1")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		procs := e.Procs()
+		if len(procs) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, p := range procs {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Remove deletes the cgroup directories (they must be empty of processes).
+func (e *Exec) Remove() error {
+	var errs []error
+	for _, dir := range e.dirs {
+		var err error
+		for i := 0; i < 100; i++ { // a process that just died may linger briefly
+			if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
+				err = nil
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OwnV1Dirs returns, for each controller on its own v1 hierarchy, the
+// directory of the calling process's cgroup. An installer creates the
+// delegated Parent directory below each of them for the service user.
+func OwnV1Dirs(h Host) (map[string]string, error) {
+	if h.ProcSelf == "" {
+		h.ProcSelf = "/proc/self"
+	}
+	own, err := parseProcCgroup(filepath.Join(h.ProcSelf, "cgroup"))
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := parseCgroupMounts(filepath.Join(h.ProcSelf, "mountinfo"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, c := range Controllers {
+		mnt, ok := mounts[c]
+		if !ok {
+			return nil, fmt.Errorf("no %s cgroup v1 hierarchy mounted", c)
+		}
+		out[c] = filepath.Join(mnt, own[c])
+	}
+	return out, nil
+}
