@@ -1,0 +1,188 @@
+package cgroup
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const mountinfoHybrid = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+50 31 0:40 /nested /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+
+const procCgroupHybrid = `8:pids:/
+4:memory:/process_api/abc
+1:cpu,cpuacct:/
+0::/
+`
+
+func writeFakeProc(t *testing.T, mountinfo, cgroup string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mountinfo"), []byte(mountinfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte(cgroup), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestParse(t *testing.T) {
+	p := writeFakeProc(t, mountinfoHybrid, procCgroupHybrid)
+	own, err := parseProcCgroup(filepath.Join(p, "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"pids": "/", "memory": "/process_api/abc", "cpu": "/", "cpuacct": "/", "": "/"}
+	for k, v := range want {
+		if own[k] != v {
+			t.Errorf("own[%q] = %q, want %q", k, own[k], v)
+		}
+	}
+	mounts, err := parseCgroupMounts(filepath.Join(p, "mountinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mounts["memory"] != "/sys/fs/cgroup/memory" || mounts[""] != "/sys/fs/cgroup/unified" || mounts["cpu"] != "/sys/fs/cgroup/cpu" {
+		t.Errorf("mounts %v", mounts)
+	}
+	if _, ok := mounts["blkio"]; ok {
+		t.Error("a mount of a sub-cgroup (root /nested) must not be used: its paths do not line up with /proc/self/cgroup")
+	}
+}
+
+// fakeHost builds a proc view whose cgroup mounts point into a temp tree.
+func fakeHost(t *testing.T, v2Controllers string, ownV1 bool) (Host, string) {
+	t.Helper()
+	root := t.TempDir()
+	var mi strings.Builder
+	for i, c := range Controllers {
+		d := filepath.Join(root, c)
+		if err := os.MkdirAll(filepath.Join(d, "svc", "sandboxd"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mi.WriteString(strconv.Itoa(30+i) + " 1 0:1 / " + d + " rw - cgroup cgroup rw," + c + "\n")
+	}
+	u := filepath.Join(root, "unified")
+	if err := os.MkdirAll(filepath.Join(u, "svc", "sandboxd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(u, "svc", "sandboxd", "cgroup.subtree_control"), []byte(v2Controllers), 0o644)
+	mi.WriteString("40 1 0:2 / " + u + " rw - cgroup2 cgroup2 rw\n")
+	cg := "3:memory:/svc\n2:pids:/svc\n1:cpu:/svc\n0::/svc\n"
+	p := writeFakeProc(t, mi.String(), cg)
+	uid := os.Getuid()
+	if !ownV1 {
+		uid++ // nothing is owned by this uid
+	}
+	return Host{ProcSelf: p, UID: uid}, root
+}
+
+func TestDetect(t *testing.T) {
+	t.Run("v2 with the controllers enabled wins", func(t *testing.T) {
+		h, root := fakeHost(t, "cpu memory pids io", true)
+		m := Detect(h, "sandboxd")
+		if m.Mode() != ModeV2 || m.Dirs()[""] != filepath.Join(root, "unified", "svc", "sandboxd") {
+			t.Fatalf("mode %s dirs %v (%s)", m.Mode(), m.Dirs(), m.Reason())
+		}
+	})
+	t.Run("v2 without controllers falls back to v1", func(t *testing.T) {
+		h, root := fakeHost(t, "", true)
+		m := Detect(h, "sandboxd")
+		if m.Mode() != ModeV1 || m.Dirs()["memory"] != filepath.Join(root, "memory", "svc", "sandboxd") {
+			t.Fatalf("mode %s dirs %v (%s)", m.Mode(), m.Dirs(), m.Reason())
+		}
+	})
+	t.Run("not owned: none, with the fix", func(t *testing.T) {
+		h, _ := fakeHost(t, "cpu memory pids", false)
+		m := Detect(h, "sandboxd")
+		if m.Mode() != ModeNone || !strings.Contains(m.Reason(), "owned by uid") || !strings.Contains(m.Reason(), "fix:") {
+			t.Fatalf("mode %s reason %q", m.Mode(), m.Reason())
+		}
+	})
+	t.Run("missing parent: none", func(t *testing.T) {
+		h, _ := fakeHost(t, "", true)
+		if m := Detect(h, "other"); m.Mode() != ModeNone {
+			t.Fatalf("mode %s", m.Mode())
+		}
+	})
+	t.Run("none refuses to create", func(t *testing.T) {
+		h, _ := fakeHost(t, "", false)
+		if _, err := Detect(h, "sandboxd").Create("x", Limits{}); err == nil {
+			t.Fatal("Create without a delegated subtree succeeded")
+		}
+	})
+}
+
+func TestCreateRefusesBadNames(t *testing.T) {
+	h, _ := fakeHost(t, "", true)
+	m := Detect(h, "sandboxd")
+	for _, id := range []string{"", "..", "a/b", "."} {
+		if _, err := m.Create(id, Limits{}); err == nil {
+			t.Errorf("Create(%q) succeeded", id)
+		}
+	}
+}
+
+// TestRealV1 creates a real exec cgroup on this host's v1 hierarchies,
+// checks the limits read back and removes it (the integration tests move
+// real payloads in and prove the limits bite).
+func TestRealV1(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to delegate a cgroup; CI=true forbids skipping")
+		}
+		t.Skip("needs root to delegate a cgroup")
+	}
+	own, err := OwnV1Dirs(Host{})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("this host is expected to have cgroup v1 controllers: %v", err)
+		}
+		t.Skipf("no cgroup v1 hierarchies: %v", err)
+	}
+	parent := "sandboxd-unit-" + strconv.Itoa(os.Getpid())
+	for _, c := range Controllers {
+		d := filepath.Join(own[c], parent)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(d) })
+	}
+	m := Detect(Host{UID: 0}, parent)
+	if m.Mode() != ModeV1 {
+		t.Fatalf("mode %s: %s", m.Mode(), m.Reason())
+	}
+	e, err := m.Create("exec1", Limits{MemoryBytes: 64 << 20, Pids: 17, CPUs: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(c, f string) string {
+		b, err := os.ReadFile(filepath.Join(e.dirs[c], f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if read("memory", "memory.limit_in_bytes") != strconv.Itoa(64<<20) || read("pids", "pids.max") != "17" || read("cpu", "cpu.cfs_quota_us") != "50000" {
+		t.Fatalf("limits read back: %s %s %s", read("memory", "memory.limit_in_bytes"), read("pids", "pids.max"), read("cpu", "cpu.cfs_quota_us"))
+	}
+	if e.OOMKilled() {
+		t.Fatal("a fresh cgroup reports an OOM kill")
+	}
+	if err := e.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range e.dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("%s still there", d)
+		}
+	}
+}
