@@ -45,7 +45,7 @@ run:
 # Every unit and integration test. Integration tests run the real supervisor
 # as a real non-root user against the real helper with real file
 # capabilities; they need root to set that up and fail (never skip) under CI=true.
-test: deps build vet
+test: deps build vet check-deploy
 	$(GO) test -count=1 -timeout 20m ./...
 
 unit:
@@ -58,8 +58,12 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
+# The launch benchmark, then what the audit trail costs per exec (fdatasync
+# of each record vs none; SANDBOXD_BENCH_AUDIT_DIR picks the file system,
+# e.g. the state directory's).
 bench: deps build
 	$(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
+	$(GO) test -tags bench -count=1 -run '^TestAuditCost$$' -v ./audit/
 
 # 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes),
 # then every leakable resource compared with its baseline.
@@ -70,3 +74,32 @@ clean:
 	rm -rf bin
 
 FORCE:
+
+# The deployment recipes (deploy/), validated offline: compose with the
+# compose-spec loader, Kubernetes manifests with kubeconform against the
+# vendored schemas, the systemd unit with systemd-analyze verify. The tools
+# are pinned in deploy/tools/go.mod.
+check-deploy: build
+	GO=$(GO) deploy/check.sh
+
+# Regenerates deploy/kubernetes/schemas from Kubernetes' OpenAPI document in
+# the k8s.io/kubernetes module (from the Go module proxy).
+K8S_SCHEMA_VERSION ?= v1.33.13
+K8S_SCHEMA_KINDS := apps/v1/Deployment apps/v1/DaemonSet networking.k8s.io/v1/NetworkPolicy policy/v1/PodDisruptionBudget v1/Namespace
+k8s-schemas:
+	@json=$$($(GO) -C deploy/tools mod download -json k8s.io/kubernetes@$(K8S_SCHEMA_VERSION)) && \
+	dir=$$(echo "$$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p') && \
+	sum=$$(echo "$$json" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$$/\1/p') && \
+	rm -f deploy/kubernetes/schemas/*.json && \
+	$(GO) -C deploy/tools run ./k8sschema -swagger "$$dir/api/openapi-spec/swagger.json" -out $(CURDIR)/deploy/kubernetes/schemas \
+	  -source "k8s.io/kubernetes $(K8S_SCHEMA_VERSION) (module $$sum), api/openapi-spec/swagger.json" $(K8S_SCHEMA_KINDS)
+
+# Each fuzz target for FUZZTIME (`make test` runs their seed corpora).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := supervisor:FuzzExecRequest nsinit/spec:FuzzDecodeSpec policy:FuzzValidateWorkspacePath profiles:FuzzParse
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz: $$name in ./$$pkg for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg; \
+	done

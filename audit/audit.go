@@ -1,22 +1,27 @@
-// Package audit owns the launch audit trail: the record schema and the
-// JSON-lines writer the supervisor appends to. One record is written per step
-// of the launch sequence (DESIGN.md), each carrying the exec id and the
-// caller's uid so an auditor can reconstruct a launch from accept to reap.
+// Package audit owns the launch audit trail: the record schema, the
+// hash-chained JSON-lines writer the supervisor appends to, its rotation and
+// syslog forwarding, and the verifier behind `sandboxctl audit verify`.
+//
+// One record is written per step of the launch sequence (DESIGN.md), each
+// carrying the exec id and the caller's uid so an auditor can reconstruct a
+// launch from accept to reap. Every record also carries its sequence number,
+// the hash of the record before it and its own hash, so a removed, edited,
+// reordered or truncated record is detected (SCHEMA.md says exactly how).
 //
 // It must never drop a record silently: a failed write is returned to the
-// caller, which refuses or fails the launch rather than run unaudited.
+// caller, which refuses or fails the launch rather than run unaudited, and a
+// writer that failed once refuses every later record rather than leave a gap.
 package audit
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
 	"sync"
 	"time"
 )
 
-// SchemaVersion is bumped whenever a field changes meaning.
-const SchemaVersion = 1
+// SchemaVersion is bumped whenever a field changes meaning. Version 2 added
+// the hash chain (seq, prev_hash, hash) and the log records (header, start,
+// stop, rotate, interrupted). SCHEMA.md documents every version.
+const SchemaVersion = 2
 
 // Steps of the launch sequence, in order. Helper steps (enter … exec) are
 // reported by sandboxd-nsinit over its audit fd and relayed by the supervisor.
@@ -32,9 +37,38 @@ const (
 	StepReap    = "reap"
 )
 
-// Record is one line of the audit log.
+// Records about the log itself and about execs the launch sequence did not
+// finish. They are written by the writer, never by the launch path.
+const (
+	// StepHeader is the first record of every file: which chain it belongs
+	// to and what it continues from.
+	StepHeader = "header"
+	// StepStart is written each time a supervisor opens the log.
+	StepStart = "start"
+	// StepStop is written when a supervisor closes the log cleanly.
+	StepStop = "stop"
+	// StepRotate is the last record of a file that was rotated away.
+	StepRotate = "rotate"
+	// StepInterrupted closes an exec whose supervisor stopped before the
+	// exec was reaped (found when the next supervisor opens the log).
+	StepInterrupted = "interrupted"
+)
+
+// Sources of records.
+const (
+	SourceSupervisor = "supervisor"
+	SourceNsinit     = "nsinit"
+)
+
+// ZeroHash is the prev_hash of the first record of a new chain.
+const ZeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Record is one line of the audit log. The field order is the order on the
+// line; hash is always last (see SCHEMA.md, "Hash chain").
 type Record struct {
 	V         int            `json:"v"`
+	Seq       uint64         `json:"seq"`
+	PrevHash  string         `json:"prev_hash"`
 	Time      time.Time      `json:"time"`
 	ExecID    string         `json:"exec_id"`
 	Step      string         `json:"step"`
@@ -45,6 +79,8 @@ type Record struct {
 	OK        bool           `json:"ok"`
 	Error     string         `json:"error,omitempty"`
 	Facts     map[string]any `json:"facts,omitempty"`
+	// Hash is the SHA-256 of the line without this field; set by the writer.
+	Hash string `json:"hash,omitempty"`
 }
 
 // Sink receives audit records. Implementations must be safe for concurrent use.
@@ -52,61 +88,28 @@ type Sink interface {
 	Write(r Record) error
 }
 
-// FileWriter appends records to a file as JSON lines, fsyncing each one so
-// that a record the supervisor acted on survives a crash.
-type FileWriter struct {
-	mu    sync.Mutex
-	f     *os.File
-	fsync bool
-	count uint64
+// Terminal reports whether r ends its exec's launch story: the reap, an
+// interrupted record, or a refusal or failure before the helper was started
+// (accept, decide or prepare not ok). An exec whose last record is not
+// terminal is still running, or its supervisor died.
+func Terminal(r Record) bool {
+	switch r.Step {
+	case StepReap, StepInterrupted:
+		return true
+	case StepAccept, StepDecide, StepPrepare:
+		return !r.OK
+	}
+	return false
 }
 
-// OpenFile opens (creating with mode 0600) the audit log at path for appending.
-func OpenFile(path string, fsync bool) (*FileWriter, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open audit log %q: %w", path, err)
+// IsLogRecord reports whether step is one of the records about the log
+// itself rather than an exec.
+func IsLogRecord(step string) bool {
+	switch step {
+	case StepHeader, StepStart, StepStop, StepRotate:
+		return true
 	}
-	return &FileWriter{f: f, fsync: fsync}, nil
-}
-
-// Write appends one record. It stamps the schema version and, when unset, the time.
-func (w *FileWriter) Write(r Record) error {
-	r.V = SchemaVersion
-	if r.Time.IsZero() {
-		r.Time = time.Now().UTC()
-	}
-	line, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode audit record %s/%s: %w", r.ExecID, r.Step, err)
-	}
-	line = append(line, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := w.f.Write(line); err != nil {
-		return fmt.Errorf("write audit record %s/%s: %w", r.ExecID, r.Step, err)
-	}
-	if w.fsync {
-		if err := w.f.Sync(); err != nil {
-			return fmt.Errorf("sync audit log: %w", err)
-		}
-	}
-	w.count++
-	return nil
-}
-
-// Count returns how many records this writer has written.
-func (w *FileWriter) Count() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.count
-}
-
-// Close closes the log file.
-func (w *FileWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.f.Close()
+	return false
 }
 
 // Memory keeps records in memory; for tests.

@@ -58,6 +58,17 @@ func readLines(t *testing.T, path string) []map[string]any {
 	return out
 }
 
+// execLines drops the writer's own records (header, start, rotate, stop).
+func execLines(lines []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, m := range lines {
+		if step, _ := m["step"].(string); !IsLogRecord(step) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func TestFileWriterRecordShape(t *testing.T) {
 	w, path := openLog(t, true)
 	when := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
@@ -78,7 +89,21 @@ func TestFileWriterRecordShape(t *testing.T) {
 		t.Fatalf("Count = %d, want %d", w.Count(), len(records))
 	}
 
-	lines := readLines(t, path)
+	all := readLines(t, path)
+	if len(all) != len(records)+2 || all[0]["step"] != StepHeader || all[1]["step"] != StepStart {
+		t.Fatalf("%d lines (want a header, a start record and %d records): %v", len(all), len(records), all)
+	}
+	for i, m := range all {
+		for _, k := range []string{"seq", "prev_hash", "hash"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("line %d lacks %q: %v", i+1, k, m)
+			}
+		}
+		if m["seq"] != json.Number(fmt.Sprint(i)) {
+			t.Errorf("line %d: seq %v", i+1, m["seq"])
+		}
+	}
+	lines := execLines(all)
 	if len(lines) != len(records) {
 		t.Fatalf("%d lines, want %d", len(lines), len(records))
 	}
@@ -109,7 +134,7 @@ func TestFileWriterRecordShape(t *testing.T) {
 	// Time: a given time is kept, an unset one is stamped now in UTC.
 	var r0, r1 Record
 	raw, _ := os.ReadFile(path)
-	ls := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	ls := strings.Split(strings.TrimSpace(string(raw)), "\n")[2:]
 	if err := json.Unmarshal([]byte(ls[0]), &r0); err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +185,13 @@ func TestFileWriterAppends(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lines := readLines(t, path)
+	lines := execLines(readLines(t, path))
 	if len(lines) != 3 {
 		t.Fatalf("reopening truncated the log: %d lines", len(lines))
+	}
+	rep, err := Verify(os.DirFS(filepath.Dir(path)), filepath.Base(path), VerifyOptions{})
+	if err != nil || !rep.Intact || rep.Starts != 3 || !rep.CleanStop {
+		t.Fatalf("the chain across three writers: %+v %v", rep, err)
 	}
 	for i, m := range lines {
 		if m["exec_id"] != fmt.Sprint("e", i) {
@@ -182,6 +211,7 @@ func TestOpenFileErrors(t *testing.T) {
 
 func TestFileWriterErrors(t *testing.T) {
 	w, path := openLog(t, false)
+	before, _ := os.Stat(path)
 	// A record that cannot be encoded is refused, not half-written.
 	err := w.Write(Record{ExecID: "e", Step: StepDecide, Facts: map[string]any{"bad": make(chan int)}})
 	if err == nil || !strings.Contains(err.Error(), "encode audit record e/decide") {
@@ -190,8 +220,8 @@ func TestFileWriterErrors(t *testing.T) {
 	if w.Count() != 0 {
 		t.Fatalf("Count = %d after a refused record", w.Count())
 	}
-	if fi, _ := os.Stat(path); fi.Size() != 0 {
-		t.Fatalf("refused record left %d bytes", fi.Size())
+	if fi, _ := os.Stat(path); fi.Size() != before.Size() {
+		t.Fatalf("refused record left %d bytes", fi.Size()-before.Size())
 	}
 	// A write after Close fails loudly: a record is never dropped silently.
 	if err := w.Close(); err != nil {
@@ -238,7 +268,7 @@ func TestFileWriterConcurrent(t *testing.T) {
 			if w.Count() != writers*each {
 				t.Fatalf("Count = %d, want %d", w.Count(), writers*each)
 			}
-			lines := readLines(t, path)
+			lines := execLines(readLines(t, path))
 			if len(lines) != writers*each {
 				t.Fatalf("%d lines, want %d", len(lines), writers*each)
 			}

@@ -445,3 +445,39 @@ func OwnV1Dirs(h Host) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Sweep kills the processes of, and removes, every exec cgroup left in the
+// delegated subtree: a supervisor killed with SIGKILL leaves them behind,
+// and nothing of an exec may outlive the supervisor that ran it. It returns
+// how many it removed.
+func (m *Manager) Sweep() (int, error) {
+	if m.mode == ModeNone {
+		return 0, nil
+	}
+	names := map[string]bool{}
+	for _, parent := range m.dirs {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range ents {
+			if e.IsDir() && e.Type()&os.ModeSymlink == 0 {
+				names[e.Name()] = true
+			}
+		}
+	}
+	var errs []error
+	for name := range names {
+		e := &Exec{mode: m.mode, dirs: map[string]string{}}
+		for c, parent := range m.dirs {
+			if _, err := os.Lstat(filepath.Join(parent, name)); err == nil {
+				e.dirs[c] = filepath.Join(parent, name)
+			}
+		}
+		e.KillAll()
+		if err := e.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(names), errors.Join(errs...)
+}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -121,11 +122,20 @@ func (e *APIError) Error() string { return e.Code + ": " + e.Message }
 // (for callers that print it as is). A payload failure is a result, not an
 // error; an API refusal is an *APIError.
 func (c *Client) Exec(ctx context.Context, req ExecRequest) (*ExecResult, []byte, error) {
+	return c.exec(ctx, "/v1/exec", req)
+}
+
+// SessionExec runs an exec in a session's workspace.
+func (c *Client) SessionExec(ctx context.Context, session string, req ExecRequest) (*ExecResult, []byte, error) {
+	return c.exec(ctx, "/v1/sessions/"+url.PathEscape(session)+"/exec", req)
+}
+
+func (c *Client) exec(ctx context.Context, path string, req ExecRequest) (*ExecResult, []byte, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode exec request: %w", err)
 	}
-	status, hdr, raw, err := c.do(ctx, http.MethodPost, "/v1/exec", body)
+	status, hdr, raw, err := c.do(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return nil, nil, err
 	}

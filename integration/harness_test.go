@@ -115,6 +115,9 @@ func install(repo string) (*installation, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A test binary killed mid-run (a timeout) leaves its supervisors
+	// behind; the process checks below count every process of this user.
+	_ = exec.Command("pkill", "-KILL", "-u", testUser).Run()
 	in.uid, _ = strconv.Atoi(u.Uid)
 	in.gid, _ = strconv.Atoi(u.Gid)
 
@@ -325,6 +328,11 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 }
 
 func (s *supervisor) stop() {
+	select {
+	case <-s.done:
+		return // already gone (stopped or killed by the test)
+	default:
+	}
 	if s.cmd.Process == nil {
 		return
 	}
@@ -339,6 +347,8 @@ func (s *supervisor) stop() {
 		s.t.Logf("supervisor log:\n%s", s.logs)
 	}
 }
+
+func dialUnix(path string) (net.Conn, error) { return net.Dial("unix", path) }
 
 // do sends a request and returns status and body.
 func (s *supervisor) do(method, path string, body any) (int, []byte) {
@@ -380,6 +390,7 @@ type execResult struct {
 	Signal          *string `json:"signal"`
 	TimedOut        bool    `json:"timed_out"`
 	OOMKilled       bool    `json:"oom_killed"`
+	QuotaExceeded   bool    `json:"quota_exceeded"`
 	Stdout          string  `json:"stdout"`
 	Stderr          string  `json:"stderr"`
 	StdoutTruncated bool    `json:"stdout_truncated"`

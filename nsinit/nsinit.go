@@ -36,7 +36,7 @@ var Version = "0.1.0-dev"
 
 // fixCapabilities is the operator's fix when the helper lacks its privilege.
 func fixCapabilities(helper string) string {
-	return fmt.Sprintf("give the helper its file capabilities: setcap cap_sys_admin,cap_net_admin+ep %s (run `sandboxctl doctor` to check the host)", helper)
+	return fmt.Sprintf("give the helper its file capabilities (setcap cap_sys_admin,cap_net_admin+ep %s) and start sandboxd without no_new_privs and with CAP_SYS_ADMIN and CAP_NET_ADMIN in its bounding set; run `sandboxctl doctor` to see which is missing", helper)
 }
 
 // launch carries the state of one launch through the steps of Main.
@@ -115,7 +115,7 @@ func (l *launch) enter() int {
 		case l.pre.FailedStep == "drop":
 			status = spec.ExitDrop
 		case l.pre.Errno == unix.ENOSPC:
-			fix = "raise user.max_user_namespaces (sysctl) above the number of concurrent execs"
+			fix = "raise user.max_user_namespaces: echo 'user.max_user_namespaces = 15000' > /etc/sysctl.d/90-sandboxd.conf && sysctl --system (`sandboxctl doctor` checks it)"
 		case strings.Contains(l.pre.Message, "uid or gid 0"):
 			fix = "start sandboxd as its service user, never as root"
 		}

@@ -15,6 +15,9 @@ const (
 	DefaultAuditLogName     = "audit.log" // below the state dir
 	DefaultHelperPath       = "/usr/local/libexec/sandboxd/sandboxd-nsinit"
 	DefaultHelperConfigPath = "/etc/sandboxd/nsinit.json"
+	// DefaultAuditRotateBytes starts a new audit log file past 64 MiB
+	// (some 10 000 execs); rotated files are kept, never deleted.
+	DefaultAuditRotateBytes = 64 << 20
 
 	DefaultExecTimeoutMS    = 30_000
 	DefaultExecTimeoutMaxMS = 60_000  // one-shot execs
@@ -79,6 +82,15 @@ type Config struct {
 	// AuditFsync makes every audit record durable before the supervisor acts
 	// on it.
 	AuditFsync bool
+	// AuditRotateBytes starts a new audit log file, linked to the old one,
+	// once the current one would grow past it; 0 never rotates.
+	AuditRotateBytes int64
+	// AuditSyslog, when set, is a Unix datagram socket (e.g. /dev/log) every
+	// audit record is also forwarded to, as an RFC 5424 message.
+	AuditSyslog string
+	// AuditEnvValues records the values of a request's env in the decide
+	// record; by default only the names are recorded (values may be secrets).
+	AuditEnvValues bool
 
 	// ExecTimeoutMS is the timeout of an exec that does not ask for one.
 	ExecTimeoutMS int64
@@ -105,6 +117,15 @@ type Config struct {
 
 	MaxSessions        int
 	MaxConcurrentExecs int
+	// ArchiveDir holds session archives (tar, by sha256 of the key); empty
+	// disables archiving. Only the operator sets it, never a request.
+	ArchiveDir string
+	// ArchiveMaxBytes skips (with a log line and an audit record) a larger archive.
+	ArchiveMaxBytes int64
+	// Artifact limits: per file, number of files, total bytes.
+	ArtifactMaxFileBytes  int64
+	ArtifactMaxFiles      int64
+	ArtifactMaxTotalBytes int64
 	// CgroupParent names the directory, below the supervisor's own cgroup
 	// in each hierarchy, that the operator delegated to the service user.
 	CgroupParent string
@@ -125,29 +146,34 @@ type Config struct {
 // Defaults returns the built-in configuration.
 func Defaults() Config {
 	return Config{
-		SocketPath:          DefaultSocketPath,
-		StateDir:            DefaultStateDir,
-		AuditFsync:          true,
-		ExecTimeoutMS:       DefaultExecTimeoutMS,
-		ExecTimeoutMaxMS:    DefaultExecTimeoutMaxMS,
-		ExecTimeoutCapMS:    DefaultExecTimeoutCapMS,
-		OutputLimitBytes:    DefaultOutputLimitBytes,
-		MaxBodyBytes:        DefaultMaxBodyBytes,
-		MaxCodeBytes:        DefaultMaxCodeBytes,
-		TmpSizeBytes:        DefaultTmpSizeBytes,
-		MemoryBytes:         DefaultMemoryBytes,
-		Pids:                DefaultPids,
-		CPUs:                DefaultCPUs,
-		NoFile:              DefaultNoFile,
-		WorkspaceQuotaBytes: DefaultWorkspaceQuotaBytes,
-		MaxSessions:         DefaultMaxSessions,
-		MaxConcurrentExecs:  DefaultMaxConcurrentExecs,
-		MaxQueuedExecs:      DefaultMaxQueuedExecs,
-		CgroupParent:        "sandboxd",
-		IdleTTLSeconds:      DefaultIdleTTLSeconds,
-		IdleTTLCapSeconds:   DefaultIdleTTLCapSeconds,
-		HelperPath:          DefaultHelperPath,
-		HelperConfigPath:    DefaultHelperConfigPath,
+		SocketPath:            DefaultSocketPath,
+		StateDir:              DefaultStateDir,
+		AuditFsync:            true,
+		AuditRotateBytes:      DefaultAuditRotateBytes,
+		ExecTimeoutMS:         DefaultExecTimeoutMS,
+		ExecTimeoutMaxMS:      DefaultExecTimeoutMaxMS,
+		ExecTimeoutCapMS:      DefaultExecTimeoutCapMS,
+		OutputLimitBytes:      DefaultOutputLimitBytes,
+		MaxBodyBytes:          DefaultMaxBodyBytes,
+		MaxCodeBytes:          DefaultMaxCodeBytes,
+		TmpSizeBytes:          DefaultTmpSizeBytes,
+		MemoryBytes:           DefaultMemoryBytes,
+		Pids:                  DefaultPids,
+		CPUs:                  DefaultCPUs,
+		NoFile:                DefaultNoFile,
+		WorkspaceQuotaBytes:   DefaultWorkspaceQuotaBytes,
+		MaxSessions:           DefaultMaxSessions,
+		MaxConcurrentExecs:    DefaultMaxConcurrentExecs,
+		MaxQueuedExecs:        DefaultMaxQueuedExecs,
+		CgroupParent:          "sandboxd",
+		ArchiveMaxBytes:       200 << 20,
+		ArtifactMaxFileBytes:  20 << 20,
+		ArtifactMaxFiles:      20,
+		ArtifactMaxTotalBytes: 50 << 20,
+		IdleTTLSeconds:        DefaultIdleTTLSeconds,
+		IdleTTLCapSeconds:     DefaultIdleTTLCapSeconds,
+		HelperPath:            DefaultHelperPath,
+		HelperConfigPath:      DefaultHelperConfigPath,
 	}
 }
 
@@ -180,6 +206,9 @@ func settings() []setting {
 		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
 		{"audit-log", "audit log path (default <state-dir>/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
 		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
+		{"audit-rotate-bytes", "start a new audit log file, hash-linked to the old one, past this size; 0 never (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.AuditRotateBytes) }},
+		{"audit-syslog", "also forward every audit record to this Unix datagram socket as RFC 5424 syslog (e.g. /dev/log); empty: off", func(c *Config) flag.Value { return (*stringValue)(&c.AuditSyslog) }},
+		{"audit-env-values", "record the values of a request's env in the audit trail (default: names only; values may be secrets)", func(c *Config) flag.Value { return (*boolValue)(&c.AuditEnvValues) }},
 		{"exec-timeout", "timeout of an exec that does not set timeout_ms, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutMS) }},
 		{"exec-timeout-max", "largest timeout_ms of a one-shot exec, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutMaxMS) }},
 		{"exec-timeout-cap", "largest timeout_ms of a session exec, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutCapMS) }},
@@ -194,6 +223,11 @@ func settings() []setting {
 		{"workspace-quota", "workspace disk quota, also RLIMIT_FSIZE (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.WorkspaceQuotaBytes) }},
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
+		{"archive-dir", "directory of session archives (restored by key); empty disables archiving", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
+		{"archive-max-bytes", "largest session archive; a larger one is skipped (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveMaxBytes) }},
+		{"artifact-max-file-bytes", "largest artifact file returned (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArtifactMaxFileBytes) }},
+		{"artifact-max-files", "most artifact files returned per exec", func(c *Config) flag.Value { return (*int64Value)(&c.ArtifactMaxFiles) }},
+		{"artifact-max-total-bytes", "most artifact bytes returned per exec (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArtifactMaxTotalBytes) }},
 		{"cgroup-parent", "directory below the supervisor's own cgroup, delegated to its uid, that holds per-exec cgroups", func(c *Config) flag.Value { return (*stringValue)(&c.CgroupParent) }},
 		{"require-cgroups", "refuse every launch (503) when no delegated cgroup subtree is usable", func(c *Config) flag.Value { return (*boolValue)(&c.RequireCgroups) }},
 		{"max-queued-execs", "most execs waiting for a slot (each waits up to its own timeout); beyond it 429 at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecs) }},
@@ -284,6 +318,12 @@ func (c Config) Validate() error {
 	if c.AuditLogPath != "" {
 		absPath("audit-log", c.AuditLogPath)
 	}
+	if c.AuditRotateBytes != 0 && c.AuditRotateBytes < 4<<10 {
+		bad("audit-rotate-bytes", "%d bytes is below 4 KiB (0 disables rotation)", c.AuditRotateBytes)
+	}
+	if c.AuditSyslog != "" {
+		absPath("audit-syslog", c.AuditSyslog)
+	}
 	absPath("helper", c.HelperPath)
 	absPath("helper-config", c.HelperConfigPath)
 	for _, id := range c.AllowUIDs {
@@ -339,6 +379,18 @@ func (c Config) Validate() error {
 	if c.MaxSessions < 0 {
 		bad("max-sessions", "%d is negative (0 disables sessions)", c.MaxSessions)
 	}
+	if c.ArchiveDir != "" && !filepath.IsAbs(c.ArchiveDir) {
+		bad("archive-dir", "%q must be an absolute path", c.ArchiveDir)
+	}
+	for _, l := range []struct {
+		flag string
+		v    int64
+	}{{"archive-max-bytes", c.ArchiveMaxBytes}, {"artifact-max-file-bytes", c.ArtifactMaxFileBytes},
+		{"artifact-max-files", c.ArtifactMaxFiles}, {"artifact-max-total-bytes", c.ArtifactMaxTotalBytes}} {
+		if l.v < 0 {
+			bad(l.flag, "%d is negative", l.v)
+		}
+	}
 	if c.CgroupParent == "" || strings.ContainsAny(c.CgroupParent, "/") || c.CgroupParent == "." || c.CgroupParent == ".." {
 		bad("cgroup-parent", "%q must be a single directory name", c.CgroupParent)
 	}
@@ -358,4 +410,45 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	return nil
+}
+
+//go:generate go run ./internal/configdoc -out ../docs/CONFIG.md
+
+// SettingDoc describes one operator setting for the generated configuration
+// reference (docs/CONFIG.md, policy/internal/configdoc): its flag, its
+// environment variable, its help text, the kind of value it takes and its
+// built-in default as the flag prints it.
+type SettingDoc struct {
+	Flag    string
+	Env     string
+	Usage   string
+	Kind    string
+	Default string
+}
+
+// SettingDocs lists every setting of the settings table, in its order. It
+// exists for documentation only and changes nothing.
+func SettingDocs() []SettingDoc {
+	def := Defaults()
+	var out []SettingDoc
+	for _, s := range settings() {
+		v := s.bind(&def)
+		kind := "string"
+		switch v.(type) {
+		case *boolValue:
+			kind = "bool"
+		case *intValue, *int64Value:
+			kind = "integer"
+		case *uint64Value:
+			kind = "unsigned integer"
+		case *floatValue:
+			kind = "number"
+		case *sizeValue:
+			kind = "size"
+		case *idListValue:
+			kind = "id list"
+		}
+		out = append(out, SettingDoc{Flag: s.name, Env: EnvName(s.name), Usage: s.usage, Kind: kind, Default: v.String()})
+	}
+	return out
 }

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 need=()
-for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make; do
+# systemd: systemd-analyze, which `make check-deploy` uses to verify the unit.
+for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make systemd; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -104,8 +104,17 @@ func (s *Server) decideExec(req ExecRequest, caller Caller, execID string, sessi
 		envNames = append(envNames, name)
 	}
 	sort.Strings(envNames)
-	// Names only: values may be secrets and the audit log outlives them.
+	// Names only unless the operator asked for values (--audit-env-values):
+	// values may be secrets and the audit log outlives them.
 	facts["env_names"] = envNames
+	facts["env_values_recorded"] = s.cfg.AuditEnvValues
+	if s.cfg.AuditEnvValues {
+		values := make(map[string]string, len(req.Env))
+		for name, v := range req.Env {
+			values[name] = v
+		}
+		facts["env"] = values
+	}
 	if err := policy.ValidateEnv(req.Env); err != nil {
 		return invalid(err)
 	}
@@ -200,12 +209,14 @@ func parentDir(p string) string {
 
 // handleExec serves POST /v1/exec.
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	s.serveExec(w, r, false)
+	s.serveExec(w, r, nil)
 }
 
 // serveExec runs the accept and decide steps, launches, and answers. It is
-// shared with session execs (session=true: the session timeout cap applies).
-func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, session bool) {
+// shared with session execs (sess != nil: the session timeout cap applies,
+// the exec runs in the session's workspace, one at a time per session, and a
+// delete of the session kills it).
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session) {
 	ctx := r.Context()
 	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
 	execID := newExecID()
@@ -235,8 +246,16 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, session bool)
 
 	// Decide: policy, then a slot. An exec waits for a slot (fairly, see
 	// package admission) up to its own timeout; a full queue answers at once.
-	d, apiE := s.decideExec(req, caller, execID, session)
+	d, apiE := s.decideExec(req, caller, execID, sess != nil)
 	release := func() {}
+	launchCtx := ctx
+	if apiE == nil && sess != nil {
+		var endExec func()
+		launchCtx, endExec, apiE = s.beginSessionExec(ctx, sess, &d)
+		if endExec != nil {
+			defer endExec()
+		}
+	}
 	if apiE == nil {
 		waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
 		rel, err := s.gate.Acquire(waitCtx, caller.UID)
@@ -266,9 +285,9 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, session bool)
 	s.metrics.addInFlight(1)
 	defer s.metrics.addInFlight(-1)
 	log.Info("launch", "runtime", d.launch.Runtime, "timeout_ms", d.launch.Limits.TimeoutMS)
-	res, err := s.launcher.Launch(ctx, d.launch)
+	res, err := s.launcher.Launch(launchCtx, d.launch)
 	if err != nil {
-		s.launchFailed(ctx, w, log, execID, err)
+		s.launchFailed(launchCtx, w, log, execID, err)
 		return
 	}
 	if res == nil {
@@ -278,6 +297,28 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, session bool)
 		return
 	}
 	s.answerResult(w, log, execID, d.launch.Limits, res)
+}
+
+// beginSessionExec marks the session in use and waits, up to the exec's
+// own timeout, for the session's previous exec to end.
+func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decision) (context.Context, func(), *APIError) {
+	d.launch.SessionWorkspace = sess.WorkspaceName()
+	d.facts["session_id"] = sess.ID
+	endUse, err := s.sessions.Use(sess)
+	if err != nil {
+		return nil, nil, sessionError(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
+	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
+	cancel()
+	if err != nil {
+		endUse()
+		if errors.Is(err, ErrSessionDeleting) {
+			return nil, nil, sessionError(err)
+		}
+		return nil, nil, apiErr(CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
+	}
+	return execCtx, func() { endExec(); endUse() }, nil
 }
 
 func limitExceeded(msg string) *APIError {
@@ -339,6 +380,15 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 			s.metrics.exec(OutcomeRefused)
 			s.metrics.refuse(CodeInvalidArgument)
 			writeError(w, apiErr(CodeInvalidArgument, le.Reason))
+			return
+		case KindQuota, KindForbidden:
+			code := CodeQuotaExceeded
+			if le.Kind == KindForbidden {
+				code = CodeForbidden
+			}
+			s.metrics.exec(OutcomeRefused)
+			s.metrics.refuse(code)
+			writeError(w, apiErr(code, le.Reason))
 			return
 		}
 	}

@@ -65,7 +65,7 @@ func (h *HelperLauncher) probeOnce(ctx context.Context) HealthChecks {
 	req := LaunchRequest{ExecID: id, Runtime: "probe"}
 	req.Limits.TimeoutMS = 10000
 	req.Limits.OutputLimitBytes = 4096
-	hr, err := h.runHelper(ctx, req, buildSpec(req, id))
+	hr, err := h.runHelper(ctx, req, buildSpec(req, id), nil)
 	if err != nil {
 		c.Helper = err.Error()
 		return c

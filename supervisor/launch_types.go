@@ -34,6 +34,9 @@ type LaunchRequest struct {
 	Limits    policy.Limits
 	Artifacts []string // glob patterns relative to /workspace
 	Network   string   // "none"
+	// SessionWorkspace names a session's workspace directory below the
+	// workspace root; empty for a one-shot exec (fresh workspace, removed).
+	SessionWorkspace string
 }
 
 // Usage is the payload's resource usage.
@@ -95,6 +98,10 @@ const (
 	KindInvalid
 	// KindInternal: a bug (500 internal).
 	KindInternal
+	// KindQuota: the workspace disk quota is full (507 quota_exceeded).
+	KindQuota
+	// KindForbidden: a path escapes the workspace (403 forbidden).
+	KindForbidden
 )
 
 // LaunchError is a launch that did not produce a payload result.

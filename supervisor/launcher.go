@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/workspace"
 )
 
 // HelperConfig configures a HelperLauncher.
@@ -40,7 +42,15 @@ type HelperConfig struct {
 	Cgroups *cgroup.Manager
 	// RequireCgroups refuses every launch (503) when Cgroups is "none".
 	RequireCgroups bool
+	// QuotaBytes is the workspace disk quota (uploads, staged files, and
+	// what the payload writes); 0 disables it.
+	QuotaBytes int64
+	// Artifacts bounds artifact collection.
+	Artifacts workspace.ArtifactLimits
 }
+
+// quotaInterval is how often a running exec's workspace usage is checked.
+const quotaInterval = 200 * time.Millisecond
 
 // HelperLauncher runs execs through sandboxd-nsinit and bubblewrap.
 type HelperLauncher struct {
@@ -59,30 +69,71 @@ func NewHelperLauncher(cfg HelperConfig) (*HelperLauncher, error) {
 	return &HelperLauncher{cfg: cfg}, nil
 }
 
-// Launch runs one exec in a fresh workspace that is removed afterwards.
+// Launch runs one exec: in a fresh workspace that is removed afterwards, or
+// in a session's workspace (req.SessionWorkspace), which stays.
 func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
-	dir := filepath.Join(h.cfg.WorkspaceRoot, req.ExecID)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, h.prepareFailed(req, &LaunchError{Kind: KindInternal, Reason: "create workspace", Err: err})
+	name, kind := req.ExecID, "one-shot"
+	if req.SessionWorkspace != "" {
+		name, kind = req.SessionWorkspace, "session"
 	}
-	defer func() {
-		if err := RemoveWorkspace(dir); err != nil {
-			h.cfg.Log.Error("remove workspace", "exec_id", req.ExecID, "dir", dir, "err", err)
+	dir := filepath.Join(h.cfg.WorkspaceRoot, name)
+	if req.SessionWorkspace == "" {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, h.prepareFailed(req, &LaunchError{Kind: KindInternal, Reason: "create workspace", Err: err})
 		}
-	}()
-	staged, err := StageFiles(dir, req.Files)
+		defer func() {
+			if err := RemoveWorkspace(dir); err != nil {
+				h.cfg.Log.Error("remove workspace", "exec_id", req.ExecID, "dir", dir, "err", err)
+			}
+		}()
+	}
+	ws, err := workspace.Open(dir, h.cfg.QuotaBytes)
 	if err != nil {
-		kind := KindInternal
-		if errors.Is(err, ErrWorkspaceEscape) {
-			kind = KindInvalid
+		return nil, h.prepareFailed(req, &LaunchError{Kind: KindInternal, Reason: "open workspace", Err: err})
+	}
+	defer ws.Close()
+	var staged int64
+	for _, f := range req.Files {
+		n, _, err := ws.Put(f.Path, bytes.NewReader(f.Content), h.cfg.QuotaBytes)
+		if err != nil {
+			le := &LaunchError{Kind: KindInternal, Reason: fmt.Sprintf("stage %s: %v", f.Path, err), Err: err}
+			switch {
+			case errors.Is(err, workspace.ErrQuota):
+				le.Kind = KindQuota
+			case errors.Is(err, workspace.ErrEscape):
+				le.Kind = KindForbidden
+			case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrTooLarge):
+				le.Kind = KindInvalid
+			}
+			return nil, h.prepareFailed(req, le)
 		}
-		return nil, h.prepareFailed(req, &LaunchError{Kind: kind, Reason: "stage files: " + err.Error(), Err: err})
+		staged += n
 	}
 	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
-		"workspace": dir, "workspace_kind": "one-shot", "files": len(req.Files), "file_bytes": staged,
+		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
 		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
+		"quota_bytes": h.cfg.QuotaBytes,
 	}})
-	return h.run(ctx, req, req.ExecID)
+	res, err := h.run(ctx, req, name, ws)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Artifacts) > 0 {
+		arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
+		if err != nil {
+			h.cfg.Log.Error("collect artifacts", "exec_id", req.ExecID, "err", err)
+		}
+		res.ArtifactsTruncated = truncated
+		res.Artifacts = make([]Artifact, 0, len(arts))
+		facts := make([]map[string]any, 0, len(arts))
+		for _, a := range arts {
+			res.Artifacts = append(res.Artifacts, Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, ContentBase64: a.ContentBase64})
+			facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
+		}
+		h.audit(req, audit.Record{Step: "artifacts", OK: err == nil, Facts: map[string]any{
+			"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
+	}
+	return res, nil
 }
 
 func (h *HelperLauncher) prepareFailed(req LaunchRequest, le *LaunchError) error {
@@ -156,20 +207,22 @@ type helperRun struct {
 	childPID   int
 	reaperGone bool // waited until the sandbox's pid 1 had exited
 	oomKilled  bool
-	cgroupLeft int // processes still in the exec's cgroup after the reaper was gone
-	killed     bool
-	timedOut   bool
-	stdout     capturedStream
-	stderr     capturedStream
-	usage      Usage
-	duration   time.Duration
+	// quotaExceeded: the workspace grew past the quota and the exec was killed.
+	quotaExceeded bool
+	cgroupLeft    int // processes still in the exec's cgroup after the reaper was gone
+	killed        bool
+	timedOut      bool
+	stdout        capturedStream
+	stderr        capturedStream
+	usage         Usage
+	duration      time.Duration
 }
 
 // run starts the helper for req and reaps everything it started.
-func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace string) (*ExecResult, error) {
+func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, wsName string, ws *workspace.Workspace) (*ExecResult, error) {
 	start := time.Now()
-	sp := buildSpec(req, workspace)
-	hr, err := h.runHelper(ctx, req, sp)
+	sp := buildSpec(req, wsName)
+	hr, err := h.runHelper(ctx, req, sp, ws)
 	if err != nil {
 		h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
 		return nil, err
@@ -178,9 +231,10 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, workspace s
 		ID: req.ExecID, Stdout: hr.stdout.String(), Stderr: hr.stderr.String(),
 		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
 		DurationMS: time.Since(start).Milliseconds(), Usage: hr.usage, TimedOut: hr.timedOut,
-		Artifacts: []Artifact{},
-		Policy:    PolicyAttestation{Limits: h.AppliedLimits(req.Limits)},
-		OOMKilled: hr.oomKilled,
+		Artifacts:     []Artifact{},
+		Policy:        PolicyAttestation{Limits: h.AppliedLimits(req.Limits)},
+		OOMKilled:     hr.oomKilled,
+		QuotaExceeded: hr.quotaExceeded,
 	}
 	for _, r := range hr.reports {
 		if !r.OK {
@@ -251,22 +305,22 @@ func (h *HelperLauncher) launchFailure(hr *helperRun) *LaunchError {
 	if hr.helperExit >= spec.ExitUsage && hr.helperExit <= spec.ExitExec || hr.helperExit == 127 || hr.helperExit == 126 {
 		return &LaunchError{Kind: KindUnavailable,
 			Reason: fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
-			Fix:    "reinstall the helper (make install) and run `sandboxctl health`"}
+			Fix:    "reinstall the helper (make install) and run `sandboxctl doctor`"}
 	}
 	if len(hr.reports) > 0 && hr.reports[len(hr.reports)-1].Step == "exec" {
 		return &LaunchError{Kind: KindUnavailable,
 			Reason: "bubblewrap could not build the sandbox: " + strings.TrimSpace(hr.stderr.Head(500)),
-			Fix:    "run `sandboxctl health`; check that the helper config's binds exist"}
+			Fix:    "run `sandboxctl doctor`; check that the helper config's binds exist; in a container bubblewrap also needs an unmasked /proc (Docker security_opt systempaths=unconfined, Kubernetes procMount: Unmasked) and an AppArmor profile that allows mount"}
 	}
 	return &LaunchError{Kind: KindUnavailable,
 		Reason: fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
-		Fix:    "install the helper with `make install` and run `sandboxctl health`"}
+		Fix:    "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)"}
 }
 
 // runHelper starts sandboxd-nsinit with the spec and stdio, relays its step
 // reports into the audit trail, enforces the timeout and ctx, and returns
 // only once every process of the exec is gone.
-func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp spec.LaunchSpec) (*helperRun, error) {
+func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp spec.LaunchSpec, ws *workspace.Workspace) (*helperRun, error) {
 	encoded, err := json.Marshal(sp)
 	if err != nil {
 		return nil, &LaunchError{Kind: KindInternal, Reason: "encode launch spec", Err: err}
@@ -292,7 +346,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		cg, err = h.cfg.Cgroups.Create(req.ExecID, cgroup.Limits{
 			MemoryBytes: req.Limits.MemoryBytes, Pids: req.Limits.Pids, CPUs: req.Limits.CPUs})
 		if err != nil {
-			return nil, &LaunchError{Kind: KindUnavailable, Reason: "create the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl health)", Err: err}
+			return nil, &LaunchError{Kind: KindUnavailable, Reason: "create the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: err}
 		}
 		defer func() {
 			if err := cg.Remove(); err != nil {
@@ -362,7 +416,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	if err := <-started; err != nil {
 		return nil, &LaunchError{Kind: KindUnavailable,
 			Reason: fmt.Sprintf("start sandbox helper %s", h.cfg.HelperPath),
-			Fix:    "install the helper with `make install` and run `sandboxctl health`", Err: err}
+			Fix:    "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)", Err: err}
 	}
 	begin := time.Now()
 	// The child has its ends; ours must go so that EOF means "child done".
@@ -377,7 +431,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		if err := cg.Add(cmd.Process.Pid); err != nil {
 			_ = cmd.Process.Kill()
 			<-waited
-			return nil, &LaunchError{Kind: KindUnavailable, Reason: "place the helper in the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl health)", Err: err}
+			return nil, &LaunchError{Kind: KindUnavailable, Reason: "place the helper in the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: err}
 		}
 	}
 	go func() {
@@ -443,13 +497,34 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	// The workspace quota is watched while the payload runs: past it, the
+	// exec is stopped. RLIMIT_FSIZE caps any single file at the quota, so
+	// the overshoot is at most what the payload writes in one interval
+	// (README: "Workspace quota").
+	var quotaTick <-chan time.Time
+	if ws != nil && h.cfg.QuotaBytes > 0 {
+		t := time.NewTicker(quotaInterval)
+		defer t.Stop()
+		quotaTick = t.C
+	}
 	var res startResult
-	select {
-	case res = <-waited:
-	case <-timer.C:
-		hr.timedOut, hr.killed = true, true
-	case <-ctx.Done():
-		hr.killed = true
+wait:
+	for {
+		select {
+		case res = <-waited:
+			break wait
+		case <-timer.C:
+			hr.timedOut, hr.killed = true, true
+			break wait
+		case <-ctx.Done():
+			hr.killed = true
+			break wait
+		case <-quotaTick:
+			if used, err := ws.Usage(); err == nil && used > h.cfg.QuotaBytes {
+				hr.quotaExceeded, hr.killed = true, true
+				break wait
+			}
+		}
 	}
 	pidfd := -1
 	pidfdKnown := false

@@ -43,9 +43,10 @@ type Server struct {
 	version  string
 	selfUID  int
 
-	metrics *metrics
-	gate    *admission.Gate
-	handler http.Handler
+	metrics  *metrics
+	gate     *admission.Gate
+	sessions *SessionStore // nil: session routes answer 404
+	handler  http.Handler
 
 	shutdownGrace time.Duration
 	killGrace     time.Duration
@@ -88,6 +89,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/health", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("POST /v1/exec", s.handleExec)
 	mux.Handle("/v1/exec", methodNotAllowedHandler("POST"))
+	s.sessionRoutes(mux)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.Handle("/metrics", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

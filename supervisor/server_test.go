@@ -269,7 +269,8 @@ func TestRoutes(t *testing.T) {
 		allow        string
 	}{
 		{"GET", "/nope", 404, "not_found", ""},
-		{"GET", "/v1/sessions", 404, "not_found", ""},
+		{"GET", "/v1/sessions/0123", 404, "not_found", ""},
+		{"PATCH", "/v1/sessions", 405, "invalid_argument", "GET, POST"},
 		{"GET", "/v1/exec/x", 404, "not_found", ""},
 		{"GET", "/v1//health", 404, "not_found", ""},
 		{"GET", "/v1/./health", 404, "not_found", ""},

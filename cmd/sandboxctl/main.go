@@ -39,7 +39,16 @@ const helpText = `sandboxctl — client of sandboxd, the privilege-separated cod
 Usage:
   sandboxctl run [--lang python|javascript] (-c CODE | FILE | -) [options]
   sandboxctl health [--json] [--socket PATH]
+  sandboxctl doctor [--json] [--helper PATH] [--helper-config PATH] [--socket PATH]
+  sandboxctl session create [--ttl SECONDS] [--key KEY] [--json]
+  sandboxctl session list|show ID|rm ID [--json]
+  sandboxctl session exec ID [run options] (-c CODE | FILE | -)
+  sandboxctl files put SESSION WORKSPACE_PATH (LOCAL_FILE | -)
+  sandboxctl files get SESSION WORKSPACE_PATH [LOCAL_FILE]
+  sandboxctl files ls SESSION [--json] | rm SESSION WORKSPACE_PATH
   sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH
+  sandboxctl audit verify [--json] [--partial] [FILE...]
+  sandboxctl audit show EXEC_ID [--log FILE] [--json]
   sandboxctl help
 
 run options:
@@ -61,6 +70,19 @@ run options:
   --socket PATH       supervisor socket (default $SANDBOXD_SOCKET, else
                       /run/sandboxd/sandboxd.sock)
 
+audit (reads the log files; the supervisor's user or root can read them):
+  verify [FILE...]    check the hash chain of the audit log ending in FILE
+                      (default $SANDBOXD_AUDIT_LOG, else audit.log in
+                      $SANDBOXD_STATE_DIR or /var/lib/sandboxd), following
+                      its links back through the rotated files; keep FILE.head
+                      beside FILE. Names the first broken point.
+  --partial           accept a start at a pruned rotated file, or after a file
+                      the supervisor set aside as broken (says what was skipped)
+  show EXEC_ID        the launch story of one exec (a unique id prefix will do):
+                      what was asked, decided, each helper step and its facts,
+                      the outcome; --log FILE picks the log
+  --json              the report or the records as JSON
+
 The payload's stdout goes to stdout and its stderr to stderr; notes from
 sandboxctl itself (truncation, timeout, signal) go to stderr, prefixed
 "sandboxctl:".
@@ -71,6 +93,14 @@ Exit status:
            128+N when it was killed by signal N (137 = SIGKILL, e.g. out of memory);
            the same with --json.
   health   0 ready, 1 not ready.
+  audit    0 the log verifies (show: and the exec was found in it);
+           1 it does not (or the exec is not in it); the break is printed.
+  doctor   0 no check failed (warnings allowed), 1 a check failed; each
+           failing check prints its fix. It checks the host and the
+           installation (user namespaces, bwrap, the helper's file
+           capabilities, its config and profiles, seccomp, cgroups, the
+           runtimes) and, when it answers on --socket, the running
+           supervisor (no_new_privs, capability bounding set).
   any      2 usage error, or the API refused the request; stderr then says
              "sandboxctl: <code>: <message>" with the API's error code;
            3 the supervisor could not be reached or its answer made no sense.
@@ -99,8 +129,16 @@ func run(ctx context.Context, args []string, io stdio, lookupEnv func(string) (s
 		return cmdRun(ctx, args[1:], io, lookupEnv)
 	case "health":
 		return cmdHealth(ctx, args[1:], io, lookupEnv)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], io, lookupEnv)
 	case "admin":
 		return cmdAdmin(args[1:], io)
+	case "audit":
+		return cmdAudit(args[1:], io, lookupEnv)
+	case "session":
+		return cmdSession(ctx, args[1:], io, lookupEnv)
+	case "files":
+		return cmdFiles(ctx, args[1:], io, lookupEnv)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(io.out, helpText)
 		return exitOK

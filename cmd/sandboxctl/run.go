@@ -41,6 +41,8 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	fs.Var(&files, "file", "")
 	fs.Var(&artifacts, "artifact", "")
 	fs.StringVar(&artifactsDir, "artifacts-dir", "", "")
+	var session string
+	fs.StringVar(&session, "session", "", "") // set by `sandboxctl session exec ID`
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return usage(sio.err, "run: %v", err)
@@ -130,7 +132,16 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		return usage(sio.err, "run: --artifacts-dir needs at least one --artifact")
 	}
 
-	res, raw, err := client.New(socket).Exec(ctx, req)
+	cl := client.New(socket)
+	var (
+		res *client.ExecResult
+		raw []byte
+	)
+	if session != "" {
+		res, raw, err = cl.SessionExec(ctx, session, req)
+	} else {
+		res, raw, err = cl.Exec(ctx, req)
+	}
 	if err != nil {
 		return fail(sio.err, err)
 	}

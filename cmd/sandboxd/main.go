@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/supervisor"
+	"github.com/sandboxd/sandboxd/workspace"
 )
 
 // version is set at build time.
@@ -63,13 +65,38 @@ func run() int {
 		return 1
 	}
 
-	aw, err := audit.OpenFile(cfg.AuditLog(), cfg.AuditFsync)
+	// The audit log is verified before it is appended to (a broken one is
+	// set aside, never extended), and execs a killed supervisor left are
+	// closed with an interrupted record (audit/SCHEMA.md).
+	aw, err := audit.Open(cfg.AuditLog(), audit.Options{
+		Fsync: cfg.AuditFsync, RotateBytes: cfg.AuditRotateBytes, Syslog: cfg.AuditSyslog,
+		Version: version, Log: log,
+		StartFacts: map[string]any{"socket": cfg.SocketPath, "state_dir": cfg.StateDir, "helper": cfg.HelperPath,
+			"helper_config": cfg.HelperConfigPath, "audit_env_values": cfg.AuditEnvValues},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
 	defer aw.Close()
-	if n := removeStaleWorkspaces(workspaces, log); n > 0 {
+	if info := aw.Opened(); info.State != "new" {
+		log.Info("audit log opened", "path", cfg.AuditLog(), "state", info.State, "set_aside", info.SetAside,
+			"previous_shutdown", info.PreviousShutdown, "interrupted_execs", len(info.Interrupted))
+	}
+	// Restart recovery: sessions come back with their workspaces and
+	// remaining TTL; one-shot workspaces and exec cgroups a killed
+	// supervisor left are removed, their processes killed.
+	sessions, err := supervisor.OpenSessionStore(supervisor.SessionConfig{
+		StateDir: cfg.StateDir, MaxSessions: cfg.MaxSessions, TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds,
+		QuotaBytes: cfg.WorkspaceQuotaBytes, ArchiveDir: cfg.ArchiveDir, ArchiveMaxBytes: cfg.ArchiveMaxBytes,
+		SelfUID: os.Getuid(), Sink: aw, Log: log,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
+	log.Info("sessions recovered", "count", sessions.Count())
+	if n := removeStaleWorkspaces(workspaces, sessions, log); n > 0 {
 		log.Warn("removed one-shot workspaces left by an earlier run", "count", n)
 	}
 	cg := cgroup.Detect(cgroup.Host{UID: os.Getuid()}, cfg.CgroupParent)
@@ -78,9 +105,13 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "sandboxd: --require-cgroups, but", cg.Reason())
 		return 1
 	}
+	if n, err := cg.Sweep(); n > 0 || err != nil {
+		log.Warn("killed and removed exec cgroups left by an earlier run", "count", n, "err", err)
+	}
 	launcher, err := supervisor.NewHelperLauncher(supervisor.HelperConfig{
 		HelperPath: cfg.HelperPath, WorkspaceRoot: workspaces, Sink: aw, Log: log,
-		Cgroups: cg, RequireCgroups: cfg.RequireCgroups,
+		Cgroups: cg, RequireCgroups: cfg.RequireCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
+		Artifacts: workspace.ArtifactLimits{MaxFileBytes: cfg.ArtifactMaxFileBytes, MaxFiles: cfg.ArtifactMaxFiles, MaxTotalBytes: cfg.ArtifactMaxTotalBytes},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
@@ -92,8 +123,10 @@ func run() int {
 		return 1
 	}
 	srv := supervisor.NewServer(cfg, launcher, launcher, aw, log, version)
+	srv.SetSessions(sessions)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go sessions.RunReaper(ctx, time.Second)
 	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "uid", os.Getuid(),
 		"helper", cfg.HelperPath, "state_dir", cfg.StateDir, "audit_log", cfg.AuditLog())
 	if err := srv.Serve(ctx, ln); err != nil {
@@ -165,14 +198,18 @@ func checkHelperConfig(cfg policy.Config, workspaces string) error {
 	return nil
 }
 
-// removeStaleWorkspaces clears one-shot workspaces a killed supervisor left.
-func removeStaleWorkspaces(dir string, log *slog.Logger) int {
+// removeStaleWorkspaces clears one-shot workspaces a killed supervisor left
+// (everything in the workspace root that is not a live session's).
+func removeStaleWorkspaces(dir string, sessions *supervisor.SessionStore, log *slog.Logger) int {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, e := range ents {
+		if sessions.Owns(e.Name()) {
+			continue
+		}
 		if err := supervisor.RemoveWorkspace(filepath.Join(dir, e.Name())); err != nil {
 			log.Error("remove stale workspace", "dir", e.Name(), "err", err)
 			continue

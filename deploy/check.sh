@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `make check-deploy`: validates the deployment recipes offline. Part of
+# `make test`. Needs Go (tools are pinned in deploy/tools/go.mod and come
+# from the Go module proxy) and, for the unit, systemd-analyze (Debian
+# package systemd; scripts/deps.sh installs it). Under CI=true nothing is
+# skipped: a missing tool fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+GO=${GO:-go}
+tools() { "$GO" -C deploy/tools "$@"; }
+
+echo "check-deploy: tools module"
+tools vet ./...
+
+echo "check-deploy: compose (compose-spec loader and schema, as docker compose config)"
+tools run ./composecheck -profile "$root/profiles/kubernetes-worker.json" "$root/deploy/compose/compose.yaml"
+if docker compose version >/dev/null 2>&1; then
+  (cd deploy/compose && docker compose config --quiet) && echo "check-deploy: docker compose config: ok"
+else
+  echo "check-deploy: docker compose config: skipped, no compose plugin here (composecheck above uses the same loader and schema)"
+fi
+
+echo "check-deploy: kubernetes (kubeconform, vendored Kubernetes $(sed -n 2p deploy/kubernetes/schemas/SOURCE | cut -d' ' -f2) schemas, offline)"
+tools tool kubeconform -strict -summary \
+  -schema-location "$root/deploy/kubernetes/schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
+  "$root"/deploy/kubernetes/*.yaml
+tools run ./manifestcheck "$root/deploy/kubernetes"
+
+echo "check-deploy: systemd (systemd-analyze verify)"
+if ! command -v systemd-analyze >/dev/null; then
+  if [ "${CI:-}" = true ]; then echo "check-deploy: systemd-analyze missing (apt-get install systemd)" >&2; exit 1; fi
+  echo "check-deploy: systemd-analyze: skipped, not installed (apt-get install systemd)"
+  exit 0
+fi
+# verify wants ExecStart's binary to exist: check a copy that points at the
+# one `make build` made. Any output (an unknown key, a bad value) fails.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+[ -x bin/sandboxd ] || { echo "check-deploy: bin/sandboxd missing: run make build" >&2; exit 1; }
+sed "s#^ExecStart=/usr/local/bin/sandboxd#ExecStart=$root/bin/sandboxd#" deploy/systemd/sandboxd.service > "$tmp/sandboxd.service"
+out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/sandboxd.service" 2>&1) || { echo "$out" >&2; exit 1; }
+if [ -n "$out" ]; then echo "$out" >&2; echo "check-deploy: systemd-analyze verify warned" >&2; exit 1; fi
+echo "check-deploy: systemd-analyze verify: ok"
+if out=$(systemd-analyze security --offline=yes "$tmp/sandboxd.service" 2>/dev/null | tail -n 1); then
+  echo "check-deploy: systemd-analyze security: ${out#*→ }"
+fi

@@ -1,0 +1,263 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/workspace"
+)
+
+// SetSessions enables the session routes. Without it they answer 404.
+func (s *Server) SetSessions(st *SessionStore) { s.sessions = st }
+
+func (s *Server) sessionRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/sessions", s.handleSessionCreate)
+	mux.HandleFunc("GET /v1/sessions", s.handleSessionList)
+	mux.Handle("/v1/sessions", methodNotAllowedHandler("GET, POST"))
+	mux.HandleFunc("GET /v1/sessions/{id}", s.withSession(s.handleSessionGet))
+	mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleSessionDelete)
+	mux.Handle("/v1/sessions/{id}", methodNotAllowedHandler("GET, DELETE"))
+	mux.HandleFunc("POST /v1/sessions/{id}/exec", s.withSession(func(w http.ResponseWriter, r *http.Request, sess *Session) {
+		s.serveExec(w, r, sess)
+	}))
+	mux.Handle("/v1/sessions/{id}/exec", methodNotAllowedHandler("POST"))
+	mux.HandleFunc("GET /v1/sessions/{id}/files", s.withSession(s.handleFileList))
+	mux.Handle("/v1/sessions/{id}/files", methodNotAllowedHandler("GET"))
+	mux.HandleFunc("PUT /v1/sessions/{id}/files/{path...}", s.withSession(s.handleFilePut))
+	mux.HandleFunc("GET /v1/sessions/{id}/files/{path...}", s.withSession(s.handleFileGet))
+	mux.HandleFunc("DELETE /v1/sessions/{id}/files/{path...}", s.withSession(s.handleFileDelete))
+	mux.Handle("/v1/sessions/{id}/files/{path...}", methodNotAllowedHandler("GET, PUT, DELETE"))
+}
+
+// sessionError maps the session store's errors onto API errors.
+func sessionError(err error) *APIError {
+	switch {
+	case errors.Is(err, ErrSessionNotFound):
+		return apiErr(CodeNotFound, "no such session")
+	case errors.Is(err, ErrSessionDeleting):
+		return apiErr(CodeConflict, "the session is being deleted")
+	case errors.Is(err, ErrTooManySessions):
+		return limitExceeded(err.Error() + "; delete one or retry later")
+	}
+	return apiErr(CodeInternal, err.Error())
+}
+
+// fileError maps the workspace package's errors onto API errors.
+func fileError(err error) *APIError {
+	switch {
+	case errors.Is(err, workspace.ErrEscape):
+		return apiErr(CodeForbidden, "the path escapes the session's workspace: "+err.Error())
+	case errors.Is(err, workspace.ErrNotFound):
+		return apiErr(CodeNotFound, "no such file in the session's workspace")
+	case errors.Is(err, workspace.ErrQuota):
+		return apiErr(CodeQuotaExceeded, "the session's workspace disk quota is full: "+err.Error())
+	case errors.Is(err, workspace.ErrTooLarge):
+		return apiErr(CodeTooLarge, err.Error())
+	case errors.Is(err, workspace.ErrInvalidPath):
+		return apiErr(CodeInvalidArgument, err.Error())
+	}
+	return apiErr(CodeInternal, err.Error())
+}
+
+type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *Session)
+
+// withSession resolves {id} for the caller (404 for another caller's).
+func (s *Server) withSession(h sessionHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.sessions == nil {
+			writeError(w, apiErr(CodeNotFound, "sessions are not enabled on this supervisor"))
+			return
+		}
+		caller, _ := callerFrom(r.Context())
+		sess, err := s.sessions.Get(r.PathValue("id"), caller)
+		if err != nil {
+			writeError(w, sessionError(err))
+			return
+		}
+		h(w, r, sess)
+	}
+}
+
+type sessionCreateRequest struct {
+	TTLSeconds *int64 `json:"ttl_seconds"`
+	Key        string `json:"key"`
+}
+
+func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
+	if s.sessions == nil {
+		writeError(w, apiErr(CodeNotFound, "sessions are not enabled on this supervisor"))
+		return
+	}
+	caller, _ := callerFrom(r.Context())
+	var req sessionCreateRequest
+	body, apiE := readBody(w, r, s.cfg.MaxBodyBytes)
+	if apiE == nil && len(body) > 0 {
+		apiE = decodeStrict(body, &req)
+	}
+	if apiE == nil && len(req.Key) > 256 {
+		apiE = apiErr(CodeInvalidArgument, "key is longer than 256 bytes")
+	}
+	if apiE != nil {
+		writeError(w, apiE)
+		return
+	}
+	sess, err := s.sessions.Create(caller, req.TTLSeconds, req.Key)
+	if err != nil {
+		if errors.Is(err, ErrTooManySessions) {
+			writeError(w, sessionError(err))
+			return
+		}
+		if req.TTLSeconds != nil && *req.TTLSeconds < 1 {
+			writeError(w, apiErr(CodeInvalidArgument, err.Error()))
+			return
+		}
+		s.log.Error("create session", "err", err)
+		writeError(w, apiErr(CodeInternal, "create session: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.sessions.View(sess))
+}
+
+func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
+	if s.sessions == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"sessions": []SessionView{}})
+		return
+	}
+	caller, _ := callerFrom(r.Context())
+	views := []SessionView{}
+	for _, sess := range s.sessions.List(caller) {
+		views = append(views, s.sessions.View(sess))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": views})
+}
+
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request, sess *Session) {
+	writeJSON(w, http.StatusOK, s.sessions.View(sess))
+}
+
+func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
+	if s.sessions == nil {
+		writeError(w, apiErr(CodeNotFound, "sessions are not enabled on this supervisor"))
+		return
+	}
+	caller, _ := callerFrom(r.Context())
+	if err := s.sessions.Delete(r.PathValue("id"), caller, "delete"); err != nil {
+		writeError(w, sessionError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fileOp opens the session's workspace for one file operation, marking the
+// session in use (409 while it is being deleted).
+func (s *Server) fileOp(w http.ResponseWriter, sess *Session, op func(ws *workspace.Workspace) *APIError) {
+	done, err := s.sessions.Use(sess)
+	if err != nil {
+		writeError(w, sessionError(err))
+		return
+	}
+	defer done()
+	ws, err := workspace.Open(s.sessions.WorkspaceDir(sess), s.cfg.WorkspaceQuotaBytes)
+	if err != nil {
+		writeError(w, apiErr(CodeInternal, "open the session's workspace: "+err.Error()))
+		return
+	}
+	defer ws.Close()
+	if apiE := op(ws); apiE != nil {
+		writeError(w, apiE)
+	}
+}
+
+func (s *Server) auditFile(r *http.Request, sess *Session, step, path string, apiE *APIError, facts map[string]any) {
+	caller, _ := callerFrom(r.Context())
+	if facts == nil {
+		facts = map[string]any{}
+	}
+	facts["session_id"], facts["path"] = sess.ID, path
+	rec := audit.Record{ExecID: sess.ID, Step: step, Source: "supervisor", CallerUID: caller.UID, CallerGID: caller.GID,
+		CallerPID: caller.PID, OK: apiE == nil, Facts: facts}
+	if apiE != nil {
+		rec.Error = apiE.Code + ": " + apiE.Message
+	}
+	if err := s.writeAudit(rec); err != nil {
+		s.log.Error("audit write failed", "step", step, "err", err)
+	}
+}
+
+func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *Session) {
+	p := r.PathValue("path")
+	max := s.cfg.WorkspaceQuotaBytes
+	if r.ContentLength > max {
+		drainOversized(r.Body)
+		apiE := apiErr(CodeTooLarge, fmt.Sprintf("the upload is %d bytes; the limit is %d", r.ContentLength, max))
+		s.auditFile(r, sess, "file.put", p, apiE, nil)
+		writeError(w, apiE)
+		return
+	}
+	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
+		size, sum, err := ws.Put(p, r.Body, max)
+		if err != nil {
+			// Let a client still writing its body read the answer.
+			drainOversized(r.Body)
+			apiE := fileError(err)
+			s.auditFile(r, sess, "file.put", p, apiE, nil)
+			return apiE
+		}
+		s.auditFile(r, sess, "file.put", p, nil, map[string]any{"size": size, "sha256": sum})
+		writeJSON(w, http.StatusCreated, map[string]any{"path": p, "size": size, "sha256": sum})
+		return nil
+	})
+}
+
+func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *Session) {
+	p := r.PathValue("path")
+	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
+		f, info, err := ws.Open(p)
+		if err != nil {
+			apiE := fileError(err)
+			s.auditFile(r, sess, "file.get", p, apiE, nil)
+			return apiE
+		}
+		defer f.Close()
+		s.auditFile(r, sess, "file.get", p, nil, map[string]any{"size": info.Size})
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+		w.WriteHeader(http.StatusOK)
+		// Exactly the size fstat gave: a payload growing the file meanwhile
+		// cannot make the answer longer than its header says.
+		_, _ = io.CopyN(w, f, info.Size)
+		return nil
+	})
+}
+
+func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *Session) {
+	p := r.PathValue("path")
+	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
+		if err := ws.Delete(p); err != nil {
+			apiE := fileError(err)
+			s.auditFile(r, sess, "file.delete", p, apiE, nil)
+			return apiE
+		}
+		s.auditFile(r, sess, "file.delete", p, nil, nil)
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request, sess *Session) {
+	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
+		files, err := ws.List()
+		if err != nil {
+			return fileError(err)
+		}
+		if files == nil {
+			files = []workspace.FileInfo{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"files": files})
+		return nil
+	})
+}

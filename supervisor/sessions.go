@@ -1,0 +1,517 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/workspace"
+)
+
+// Session is one persistent workspace and its metadata. Execs in a session
+// run one at a time; a delete or an idle TTL ends it.
+//
+// A session belongs to the uid that created it: other callers get 404 for
+// it, as if it did not exist, except root and the supervisor's own uid,
+// which see every session (they could read the state directory anyway).
+type Session struct {
+	ID         string    `json:"id"`
+	Key        string    `json:"key,omitempty"`
+	OwnerUID   int       `json:"owner_uid"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	TTLSeconds int64     `json:"ttl_seconds"`
+	Restored   bool      `json:"restored"`
+
+	// Guarded by SessionStore.mu.
+	deleting bool
+	busy     int // execs and file operations in progress
+	// execSlot serialises execs: one token, taken for the whole exec.
+	execSlot chan struct{}
+	// cancelExec ends the running exec, if any (delete, shutdown).
+	cancelExec context.CancelFunc
+	drained    chan struct{} // closed when busy drops to 0 while deleting
+}
+
+// WorkspaceName is the session's directory name below the workspace root
+// (one path component, as the helper requires).
+func (s *Session) WorkspaceName() string { return "s-" + s.ID }
+
+// ExpiresAt is when the session ends if it stays idle.
+func (s *Session) ExpiresAt() time.Time {
+	return s.LastUsedAt.Add(time.Duration(s.TTLSeconds) * time.Second)
+}
+
+// SessionView is the API's session object.
+type SessionView struct {
+	ID         string    `json:"id"`
+	Key        string    `json:"key,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	TTLSeconds int64     `json:"ttl_seconds"`
+	Restored   bool      `json:"restored"`
+	DiskBytes  int64     `json:"disk_bytes"`
+	Busy       bool      `json:"busy"`
+}
+
+// Errors of the session store, mapped to API codes by the handlers.
+var (
+	ErrSessionNotFound = errors.New("no such session")
+	ErrSessionDeleting = errors.New("the session is being deleted")
+	ErrTooManySessions = errors.New("the maximum number of sessions is reached")
+)
+
+// SessionConfig configures a SessionStore.
+type SessionConfig struct {
+	StateDir        string // sessions live in StateDir/sessions, workspaces in StateDir/workspaces
+	MaxSessions     int
+	TTLDefault      int64 // seconds
+	TTLCap          int64
+	QuotaBytes      int64
+	ArchiveDir      string // "" disables archives
+	ArchiveMaxBytes int64
+	SelfUID         int
+	Sink            audit.Sink
+	Log             *slog.Logger
+	Now             func() time.Time
+}
+
+// SessionStore owns the sessions: their metadata (persisted in the state
+// directory, so a restarted supervisor recovers them), their workspaces and
+// their lifecycle. It never runs anything itself.
+type SessionStore struct {
+	cfg      SessionConfig
+	mu       sync.Mutex
+	sessions map[string]*Session
+	metaDir  string
+	wsRoot   string
+}
+
+// OpenSessionStore loads every session persisted in the state directory.
+// Metadata whose workspace is gone is dropped; a half-written metadata file
+// (*.tmp) is never taken for a whole one.
+func OpenSessionStore(cfg SessionConfig) (*SessionStore, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	st := &SessionStore{cfg: cfg, sessions: map[string]*Session{},
+		metaDir: filepath.Join(cfg.StateDir, "sessions"), wsRoot: filepath.Join(cfg.StateDir, "workspaces")}
+	for _, d := range []string{st.metaDir, st.wsRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	ents, err := os.ReadDir(st.metaDir)
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			_ = os.Remove(filepath.Join(st.metaDir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		s, err := st.loadMeta(filepath.Join(st.metaDir, name))
+		if err != nil {
+			cfg.Log.Error("drop unreadable session metadata", "file", name, "err", err)
+			_ = os.Remove(filepath.Join(st.metaDir, name))
+			continue
+		}
+		if fi, err := os.Lstat(st.WorkspaceDir(s)); err != nil || !fi.IsDir() {
+			cfg.Log.Error("drop session whose workspace is gone", "session", s.ID)
+			_ = os.Remove(filepath.Join(st.metaDir, name))
+			continue
+		}
+		if ws, err := workspace.Open(st.WorkspaceDir(s), cfg.QuotaBytes); err == nil {
+			_ = ws.Sweep() // uploads cut short by a crash
+			_ = ws.Close()
+		}
+		st.sessions[s.ID] = s
+	}
+	return st, nil
+}
+
+func (st *SessionStore) loadMeta(path string) (*Session, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Session
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	if !isHexID(s.ID) || filepath.Base(path) != s.ID+".json" {
+		return nil, fmt.Errorf("session id %q does not match its file", s.ID)
+	}
+	s.execSlot = make(chan struct{}, 1)
+	return &s, nil
+}
+
+func isHexID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// WorkspaceDir is the host directory of a session's workspace.
+func (st *SessionStore) WorkspaceDir(s *Session) string {
+	return filepath.Join(st.wsRoot, s.WorkspaceName())
+}
+
+// Owns reports whether name (a directory in the workspace root) belongs to
+// a live session; the one-shot clean-up at start-up keeps those.
+func (st *SessionStore) Owns(name string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	id, ok := strings.CutPrefix(name, "s-")
+	if !ok {
+		return false
+	}
+	_, ok = st.sessions[id]
+	return ok
+}
+
+// persist writes a session's metadata atomically (temp file, fsync, rename).
+func (st *SessionStore) persist(s *Session) error {
+	st.mu.Lock()
+	b, err := json.MarshalIndent(s, "", "  ")
+	st.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(st.metaDir, s.ID+".json")
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write session %s: %w", s.ID, err)
+	}
+	_, werr := f.Write(b)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write session %s: %w", s.ID, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, errMsg string, facts map[string]any) {
+	if st.cfg.Sink == nil {
+		return
+	}
+	if facts == nil {
+		facts = map[string]any{}
+	}
+	facts["session_id"] = s.ID
+	if err := st.cfg.Sink.Write(audit.Record{ExecID: s.ID, Step: step, Source: "supervisor",
+		CallerUID: caller.UID, CallerGID: caller.GID, CallerPID: caller.PID, OK: ok, Error: errMsg, Facts: facts}); err != nil {
+		st.cfg.Log.Error("audit write failed", "session", s.ID, "step", step, "err", err)
+	}
+}
+
+// ClampTTL applies the default and the operator's cap (clamped, as the API
+// says, not refused).
+func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
+	ttl := st.cfg.TTLDefault
+	if req != nil {
+		ttl = *req
+	}
+	if ttl < 1 {
+		return 0, fmt.Errorf("ttl_seconds %d: must be at least 1", ttl)
+	}
+	return min(ttl, st.cfg.TTLCap), nil
+}
+
+// archivePath is where a key's archive lives: the key is hashed, so no
+// caller-chosen string ever becomes a path.
+func (st *SessionStore) archivePath(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(st.cfg.ArchiveDir, hex.EncodeToString(sum[:])+".tar")
+}
+
+// Create makes a session (and its workspace), restoring the key's archive
+// when there is one. A restore failure never fails the request.
+func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Session, error) {
+	ttl, err := st.ClampTTL(ttlReq)
+	if err != nil {
+		return nil, err
+	}
+	now := st.cfg.Now().UTC()
+	s := &Session{ID: newExecID(), Key: key, OwnerUID: caller.UID, CreatedAt: now, LastUsedAt: now,
+		TTLSeconds: ttl, execSlot: make(chan struct{}, 1)}
+	st.mu.Lock()
+	if len(st.sessions) >= st.cfg.MaxSessions {
+		st.mu.Unlock()
+		return nil, ErrTooManySessions
+	}
+	st.sessions[s.ID] = s // reserve the slot
+	st.mu.Unlock()
+	fail := func(err error) (*Session, error) {
+		st.mu.Lock()
+		delete(st.sessions, s.ID)
+		st.mu.Unlock()
+		_ = RemoveWorkspace(st.WorkspaceDir(s))
+		return nil, err
+	}
+	if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
+		return fail(fmt.Errorf("create workspace: %w", err))
+	}
+	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
+	if key != "" && st.cfg.ArchiveDir != "" {
+		sum := sha256.Sum256([]byte(key))
+		facts["key_sha256"] = hex.EncodeToString(sum[:])
+		arch := st.archivePath(key)
+		if _, err := os.Stat(arch); err == nil {
+			if err := workspace.Restore(arch, st.WorkspaceDir(s), st.cfg.QuotaBytes); err != nil {
+				st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "err", err)
+				st.audit("session.restore", s, caller, false, err.Error(), map[string]any{"archive": arch})
+				_ = RemoveWorkspace(st.WorkspaceDir(s))
+				if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
+					return fail(fmt.Errorf("create workspace: %w", err))
+				}
+			} else {
+				s.Restored = true
+				st.audit("session.restore", s, caller, true, "", map[string]any{"archive": arch})
+			}
+		}
+	}
+	if err := st.persist(s); err != nil {
+		return fail(err)
+	}
+	facts["restored"] = s.Restored
+	st.audit("session.create", s, caller, true, "", facts)
+	return s, nil
+}
+
+// visible reports whether caller may see s.
+func (st *SessionStore) visible(s *Session, caller Caller) bool {
+	return caller.UID == 0 || caller.UID == st.cfg.SelfUID || caller.UID == s.OwnerUID
+}
+
+// Get returns a session the caller may see.
+func (st *SessionStore) Get(id string, caller Caller) (*Session, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.sessions[id]
+	if !ok || !st.visible(s, caller) {
+		return nil, ErrSessionNotFound
+	}
+	return s, nil
+}
+
+// View renders a session for the API.
+func (st *SessionStore) View(s *Session) SessionView {
+	var disk int64
+	if ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes); err == nil {
+		disk, _ = ws.Usage()
+		_ = ws.Close()
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
+		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0}
+}
+
+// List returns the sessions the caller may see, oldest first.
+func (st *SessionStore) List(caller Caller) []*Session {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []*Session
+	for _, s := range st.sessions {
+		if st.visible(s, caller) {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// Count returns the number of live sessions.
+func (st *SessionStore) Count() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.sessions)
+}
+
+// Use marks the start of an operation on s (an exec or a file operation).
+// It fails once the session is being deleted. done must be called.
+func (st *SessionStore) Use(s *Session) (done func(), err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s.deleting {
+		return nil, ErrSessionDeleting
+	}
+	if _, ok := st.sessions[s.ID]; !ok {
+		return nil, ErrSessionNotFound
+	}
+	s.busy++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			st.mu.Lock()
+			s.busy--
+			s.LastUsedAt = st.cfg.Now().UTC()
+			deleting, last := s.deleting, s.busy == 0
+			if deleting && last && s.drained != nil {
+				close(s.drained)
+			}
+			st.mu.Unlock()
+			if !deleting {
+				if err := st.persist(s); err != nil {
+					st.cfg.Log.Error("persist session", "session", s.ID, "err", err)
+				}
+			}
+		})
+	}, nil
+}
+
+// BeginExec waits (until wait is done) for the session's exec slot and
+// returns a context, derived from parent, that a delete of the session
+// cancels.
+func (st *SessionStore) BeginExec(wait, parent context.Context, s *Session) (context.Context, func(), error) {
+	select {
+	case s.execSlot <- struct{}{}:
+	case <-wait.Done():
+		return nil, nil, wait.Err()
+	}
+	execCtx, cancel := context.WithCancel(parent)
+	st.mu.Lock()
+	if s.deleting {
+		st.mu.Unlock()
+		cancel()
+		<-s.execSlot
+		return nil, nil, ErrSessionDeleting
+	}
+	s.cancelExec = cancel
+	st.mu.Unlock()
+	return execCtx, func() {
+		st.mu.Lock()
+		s.cancelExec = nil
+		st.mu.Unlock()
+		cancel()
+		<-s.execSlot
+	}, nil
+}
+
+// Delete ends a session: a running exec is killed, the workspace archived
+// when the session has a key and archives are configured, then removed.
+// why is "delete" or "ttl".
+func (st *SessionStore) Delete(id string, caller Caller, why string) error {
+	st.mu.Lock()
+	s, ok := st.sessions[id]
+	if !ok || !st.visible(s, caller) {
+		st.mu.Unlock()
+		return ErrSessionNotFound
+	}
+	if s.deleting {
+		st.mu.Unlock()
+		return ErrSessionDeleting
+	}
+	s.deleting = true
+	s.drained = make(chan struct{})
+	if s.busy == 0 {
+		close(s.drained)
+	}
+	if s.cancelExec != nil {
+		s.cancelExec() // I6: a session delete kills every process of its exec
+	}
+	st.mu.Unlock()
+	<-s.drained
+
+	facts := map[string]any{"why": why}
+	if s.Key != "" && st.cfg.ArchiveDir != "" {
+		arch := st.archivePath(s.Key)
+		ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
+		var n int64
+		if err == nil {
+			n, err = workspace.Archive(ws, arch, st.cfg.ArchiveMaxBytes)
+			_ = ws.Close()
+		}
+		if err != nil {
+			// Never fails the request: the delete goes on.
+			st.cfg.Log.Warn("archive skipped", "session", s.ID, "err", err)
+			st.audit("session.archive", s, caller, false, err.Error(), map[string]any{"archive": arch, "max_bytes": st.cfg.ArchiveMaxBytes})
+		} else {
+			facts["archive_bytes"] = n
+			st.audit("session.archive", s, caller, true, "", map[string]any{"archive": arch, "bytes": n})
+		}
+	}
+	err := RemoveWorkspace(st.WorkspaceDir(s))
+	_ = os.Remove(filepath.Join(st.metaDir, s.ID+".json"))
+	st.mu.Lock()
+	delete(st.sessions, s.ID)
+	st.mu.Unlock()
+	if err != nil {
+		st.audit("session.delete", s, caller, false, err.Error(), facts)
+		return err
+	}
+	st.audit("session.delete", s, caller, true, "", facts)
+	return nil
+}
+
+// ReapExpired deletes every idle session past its TTL; it returns how many.
+func (st *SessionStore) ReapExpired() int {
+	now := st.cfg.Now()
+	st.mu.Lock()
+	var expired []string
+	for id, s := range st.sessions {
+		if !s.deleting && s.busy == 0 && now.After(s.ExpiresAt()) {
+			expired = append(expired, id)
+		}
+	}
+	st.mu.Unlock()
+	n := 0
+	for _, id := range expired {
+		if err := st.Delete(id, Caller{UID: st.cfg.SelfUID, GID: -1, PID: os.Getpid()}, "ttl"); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// RunReaper deletes expired sessions every interval until ctx is done.
+func (st *SessionStore) RunReaper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := st.ReapExpired(); n > 0 {
+				st.cfg.Log.Info("idle sessions reaped", "count", n)
+			}
+		}
+	}
+}
+
+// CancelAll kills every running session exec (supervisor shutdown).
+func (st *SessionStore) CancelAll() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, s := range st.sessions {
+		if s.cancelExec != nil {
+			s.cancelExec()
+		}
+	}
+}
