@@ -17,14 +17,10 @@ import (
 
 const peerHelperEnv = "SANDBOXD_TEST_PEER_SOCKET"
 
-// TestPeerHelper is not a test: it is the client half of
-// TestPeerCredentialsOverSocket, run in a child process with other
-// credentials. It prints the status and body of GET /v1/health.
-func TestPeerHelper(t *testing.T) {
-	sock := os.Getenv(peerHelperEnv)
-	if sock == "" {
-		t.Skip("helper process only")
-	}
+// peerChild is the client half of TestPeerCredentialsOverSocket, run by
+// TestMain in a child process with other credentials. It prints the status
+// and body of GET /v1/health.
+func peerChild(sock string) {
 	resp, err := unixClient(sock).Get("http://sandboxd/v1/health")
 	if err != nil {
 		fmt.Printf("ERR=%v\n", err)
@@ -38,9 +34,7 @@ func TestPeerHelper(t *testing.T) {
 // TestPeerCredentialsOverSocket checks authorisation with real SO_PEERCRED
 // credentials of a process that is neither root nor the supervisor's uid.
 func TestPeerCredentialsOverSocket(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run a client under another uid")
-	}
+	wsRequireRoot(t)
 	const nobody = 65534
 	dir, err := os.MkdirTemp("", "sbxpeer")
 	if err != nil {
@@ -68,7 +62,7 @@ func TestPeerCredentialsOverSocket(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "-test.run=^TestPeerHelper$", "-test.count=1")
+		cmd := exec.CommandContext(ctx, bin)
 		cmd.Env = []string{peerHelperEnv + "=" + sock, "PATH=/usr/bin:/bin", "HOME=/"}
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -65,7 +66,7 @@ func treeOf(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-func mustSymlink(t *testing.T, target, link string) {
+func mustSymlink(t fataler, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func mustSymlink(t *testing.T, target, link string) {
 // lockedTree builds, under ws, what a payload may leave behind: directories
 // without write or search permission, read-only files, and symlinks to
 // directories outside (whose target must survive).
-func lockedTree(t *testing.T, ws, outside string) {
+func lockedTree(t fataler, ws, outside string) {
 	t.Helper()
 	mk := func(p string) {
 		if err := os.MkdirAll(filepath.Join(ws, p), 0o700); err != nil {
@@ -144,7 +145,7 @@ func outsideDir(t *testing.T, parent string) string {
 	return d
 }
 
-func checkOutsideIntact(t *testing.T, outside string) {
+func checkOutsideIntact(t fataler, outside string) {
 	t.Helper()
 	fi, err := os.Lstat(outside)
 	if err != nil {
@@ -205,15 +206,29 @@ func TestRemoveWorkspaceThatIsASymlink(t *testing.T) {
 
 const rmwsHelperEnv = "SANDBOXD_TEST_REMOVE_WORKSPACE"
 
-// TestRemoveWorkspaceHelper is not a test: it is the unprivileged half of
-// TestRemoveWorkspaceUnprivileged, run in a child process as another uid,
-// where permission bits apply (root ignores them). It builds the locked
-// tree and removes it.
-func TestRemoveWorkspaceHelper(t *testing.T) {
-	parent := os.Getenv(rmwsHelperEnv)
-	if parent == "" {
-		t.Skip("helper process only")
-	}
+// fataler is what the tree helpers need of a test; the child process of
+// TestRemoveWorkspaceUnprivileged provides it without a testing.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// childT fails the child process on the first error.
+type childT struct{}
+
+func (childT) Helper()                           {}
+func (childT) Fatal(args ...any)                 { fmt.Println(args...); os.Exit(1) }
+func (childT) Fatalf(format string, args ...any) { fmt.Printf(format+"\n", args...); os.Exit(1) }
+func (childT) Errorf(format string, args ...any) { fmt.Printf(format+"\n", args...); os.Exit(1) }
+
+// removeWorkspaceChild is the unprivileged half of
+// TestRemoveWorkspaceUnprivileged, run by TestMain in a child process as
+// another uid, where permission bits apply (root ignores them). It builds
+// the locked tree and removes it, and prints HELPER-OK.
+func removeWorkspaceChild(parent string) {
+	t := childT{}
 	if os.Geteuid() == 0 {
 		t.Fatal("helper runs as root: permission bits would be ignored")
 	}
@@ -234,6 +249,7 @@ func TestRemoveWorkspaceHelper(t *testing.T) {
 		t.Fatalf("workspace still there: %v", err)
 	}
 	checkOutsideIntact(t, outside)
+	fmt.Println("HELPER-OK")
 }
 
 func TestRemoveWorkspaceUnprivileged(t *testing.T) {
@@ -290,7 +306,7 @@ func TestRemoveWorkspaceUnprivileged(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestRemoveWorkspaceHelper$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = []string{rmwsHelperEnv + "=" + parent, "PATH=/usr/bin:/bin", "HOME=/"}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
@@ -298,7 +314,7 @@ func TestRemoveWorkspaceUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helper as uid %d: %v\n%s", nobody, err, out)
 	}
-	if !strings.Contains(string(out), "--- PASS: TestRemoveWorkspaceHelper") {
+	if !strings.Contains(string(out), "HELPER-OK") {
 		t.Fatalf("helper did not run:\n%s", out)
 	}
 	checkOutsideIntact(t, outside)
