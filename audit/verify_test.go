@@ -608,6 +608,16 @@ func TestWriteFailureIsSticky(t *testing.T) {
 	}
 }
 
+func TestReservedStepsRefused(t *testing.T) {
+	w, path := openLog(t, false)
+	for _, step := range []string{StepHeader, StepStart, StepStop, StepRotate, StepInterrupted} {
+		if err := w.Write(Record{ExecID: "x", Step: step}); err == nil {
+			t.Errorf("Write accepted a %s record", step)
+		}
+	}
+	mustIntact(t, verifyPath(t, path, VerifyOptions{}))
+}
+
 func TestTerminal(t *testing.T) {
 	for _, c := range []struct {
 		r    Record

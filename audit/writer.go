@@ -432,6 +432,11 @@ func (w *FileWriter) Opened() OpenInfo {
 // returns once the record is durable; records written concurrently share
 // one fdatasync (group commit).
 func (w *FileWriter) Write(r Record) error {
+	if IsLogRecord(r.Step) || r.Step == StepInterrupted {
+		// Only the writer itself writes these: a header in the middle of a
+		// file would read as tampering, a stray interrupted as an exec lost.
+		return fmt.Errorf("write audit record %s/%s: %q records are written by the audit writer only", r.ExecID, r.Step, r.Step)
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()

@@ -348,10 +348,17 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		if err != nil {
 			return nil, &LaunchError{Kind: KindUnavailable, Reason: "create the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: err}
 		}
+		// Removed after the answer: by then every process of the exec is
+		// dead (the reaper's pidfd, then KillAll), but the kernel may take
+		// a moment to let go of the cgroup, and a memory cgroup's rmdir is
+		// slow on v1. A supervisor that dies first leaves it to Sweep at
+		// the next start.
 		defer func() {
-			if err := cg.Remove(); err != nil {
-				h.cfg.Log.Error("remove exec cgroup", "exec_id", req.ExecID, "err", err)
-			}
+			go func() {
+				if err := cg.Remove(); err != nil {
+					h.cfg.Log.Error("remove exec cgroup", "exec_id", req.ExecID, "err", err)
+				}
+			}()
 		}()
 	case h.cfg.RequireCgroups:
 		reason := "no cgroup subtree was delegated to the supervisor"
