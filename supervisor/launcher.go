@@ -109,11 +109,13 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 		}
 		staged += n
 	}
-	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
+	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
 		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
 		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
 		"quota_bytes": h.cfg.QuotaBytes,
-	}})
+	}}); err != nil {
+		return nil, &LaunchError{Kind: KindUnavailable, Reason: "the audit log cannot be written, so nothing runs", Fix: "check the audit log's disk and run `sandboxctl audit verify`", Err: err}
+	}
 	res, err := h.run(ctx, req, name, ws)
 	if err != nil {
 		return nil, err
@@ -141,17 +143,23 @@ func (h *HelperLauncher) prepareFailed(req LaunchRequest, le *LaunchError) error
 	return le
 }
 
-func (h *HelperLauncher) audit(req LaunchRequest, r audit.Record) {
+// audit writes one record of req's launch. A failure is logged and
+// returned; before the helper starts, the caller refuses the launch on it
+// (nothing runs unaudited), after it the exec is already running and is
+// reaped as usual.
+func (h *HelperLauncher) audit(req LaunchRequest, r audit.Record) error {
 	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
 	if r.Source == "" {
 		r.Source = "supervisor"
 	}
 	if h.cfg.Sink == nil {
-		return
+		return nil
 	}
 	if err := h.cfg.Sink.Write(r); err != nil {
 		h.cfg.Log.Error("audit write failed", "exec_id", req.ExecID, "step", r.Step, "err", err)
+		return err
 	}
+	return nil
 }
 
 // AppliedLimits is what a launch is really held to: without a cgroup,
@@ -280,6 +288,7 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, wsName stri
 		// reaped every process of the sandbox's pid namespace by then.
 		"pid_namespace_gone": hr.reaperGone,
 		"oom_killed":         hr.oomKilled, "cgroup_processes_left": hr.cgroupLeft,
+		"quota_exceeded": hr.quotaExceeded,
 	}})
 	return res, nil
 }
