@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
@@ -110,6 +111,17 @@ func methodNotAllowedHandler(allow string) http.Handler {
 func cleanPath(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
+			// A file path of a session that climbs out lexically ("..",
+			// a second leading "/") is an escape: 403, as the contract
+			// says; any other unclean file path is a bad argument.
+			if _, rest, ok := strings.Cut(p, "/files/"); ok && strings.HasPrefix(p, "/v1/sessions/") {
+				if rest == "" || rest[0] == '/' || rest == ".." || strings.HasPrefix(rest, "../") || strings.Contains(rest, "/../") || strings.HasSuffix(rest, "/..") {
+					writeError(w, apiErr(CodeForbidden, fmt.Sprintf("file path %q escapes the session's workspace", rest)))
+					return
+				}
+				writeError(w, apiErr(CodeInvalidArgument, fmt.Sprintf("file path %q is not in clean form", rest)))
+				return
+			}
 			writeError(w, apiErr(CodeNotFound, fmt.Sprintf("no route for %s %q", r.Method, p)))
 			return
 		}

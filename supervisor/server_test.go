@@ -647,3 +647,24 @@ func TestNewServerDefaults(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// A session file path that climbs out lexically is an escape (403), not an
+// unknown route; other unclean file paths are bad arguments (400).
+func TestUncleanFilePaths(t *testing.T) {
+	ts := startServer(t, testConfig(), nil, readyChecks())
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/v1/sessions/abc/files/../../etc/passwd", 403},
+		{"/v1/sessions/abc/files//etc/passwd", 403},
+		{"/v1/sessions/abc/files/a/../../b", 403},
+		{"/v1/sessions/abc/files/a//b", 400},
+		{"/v1/sessions/abc/files/a/./b", 400},
+		{"/v1//health", 404},
+	} {
+		if r := ts.do("GET", tc.path, ""); r.status != tc.status {
+			t.Errorf("GET %s: %d, want %d: %s", tc.path, r.status, tc.status, r.body)
+		}
+	}
+}

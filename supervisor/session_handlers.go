@@ -11,8 +11,12 @@ import (
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
-// SetSessions enables the session routes. Without it they answer 404.
-func (s *Server) SetSessions(st *SessionStore) { s.sessions = st }
+// SetSessions enables the session routes (without it they answer 404) and
+// the sandboxd_active_sessions gauge.
+func (s *Server) SetSessions(st *SessionStore) {
+	s.sessions = st
+	s.metrics.sessions = st.Count
+}
 
 func (s *Server) sessionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/sessions", s.handleSessionCreate)
@@ -59,6 +63,8 @@ func fileError(err error) *APIError {
 		return apiErr(CodeTooLarge, err.Error())
 	case errors.Is(err, workspace.ErrInvalidPath):
 		return apiErr(CodeInvalidArgument, err.Error())
+	case errors.Is(err, workspace.ErrNotEmpty):
+		return apiErr(CodeConflict, "the directory is not empty; delete its files first")
 	}
 	return apiErr(CodeInternal, err.Error())
 }

@@ -242,10 +242,11 @@ func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
 	return min(ttl, st.cfg.TTLCap), nil
 }
 
-// archivePath is where a key's archive lives: the key is hashed, so no
-// caller-chosen string ever becomes a path.
-func (st *SessionStore) archivePath(key string) string {
-	sum := sha256.Sum256([]byte(key))
+// archivePath is where a key's archive lives: the owner's uid and the key
+// are hashed together, so no caller-chosen string ever becomes a path and
+// one caller cannot restore another's workspace by guessing its key.
+func (st *SessionStore) archivePath(owner int, key string) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s", owner, key)))
 	return filepath.Join(st.cfg.ArchiveDir, hex.EncodeToString(sum[:])+".tar")
 }
 
@@ -280,7 +281,7 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 	if key != "" && st.cfg.ArchiveDir != "" {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
-		arch := st.archivePath(key)
+		arch := st.archivePath(caller.UID, key)
 		if _, err := os.Stat(arch); err == nil {
 			if err := workspace.Restore(arch, st.WorkspaceDir(s), st.cfg.QuotaBytes); err != nil {
 				st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "err", err)
@@ -440,7 +441,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 
 	facts := map[string]any{"why": why}
 	if s.Key != "" && st.cfg.ArchiveDir != "" {
-		arch := st.archivePath(s.Key)
+		arch := st.archivePath(s.OwnerUID, s.Key)
 		ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
 		var n int64
 		if err == nil {
