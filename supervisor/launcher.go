@@ -120,6 +120,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	if err != nil {
 		return nil, err
 	}
+
 	if len(req.Artifacts) > 0 {
 		arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
 		if err != nil {
@@ -234,6 +235,13 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, wsName stri
 	if err != nil {
 		h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
 		return nil, err
+	}
+	// The quota may also have stopped the payload between two checks:
+	// RLIMIT_FSIZE (= the quota) refuses a file that grows past it.
+	if ws != nil && h.cfg.QuotaBytes > 0 && !hr.quotaExceeded {
+		if used, err := ws.Usage(); err == nil && used > h.cfg.QuotaBytes {
+			hr.quotaExceeded = true
+		}
 	}
 	res := &ExecResult{
 		ID: req.ExecID, Stdout: hr.stdout.String(), Stderr: hr.stderr.String(),
