@@ -94,7 +94,7 @@ type LaunchErrorKind int
 const (
 	// KindUnavailable: the host cannot sandbox right now (503 unavailable).
 	KindUnavailable LaunchErrorKind = iota + 1
-	// KindInvalid: the request was refused by the helper (400 invalid_argument).
+	// KindInvalid: the request cannot be launched as asked (400 invalid_argument).
 	KindInvalid
 	// KindInternal: a bug (500 internal).
 	KindInternal

@@ -672,6 +672,3 @@ func signalName(s syscall.Signal) string {
 	}
 	return fmt.Sprintf("SIG%d", int(s))
 }
-
-// ErrWorkspaceEscape is returned when a staged path would leave the workspace.
-var ErrWorkspaceEscape = errors.New("path escapes the workspace")
