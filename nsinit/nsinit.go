@@ -66,13 +66,14 @@ func Main(pre PreludeOutcome) int {
 	// Nothing of the supervisor's environment may reach bwrap or the payload.
 	os.Clearenv()
 
-	for _, fd := range []int{spec.FDSpec, spec.FDReport, spec.FDStatus} {
+	for _, fd := range []int{spec.FDSpec, spec.FDReport, spec.FDStatus, spec.FDRelease} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-			fmt.Fprintf(os.Stderr, "sandboxd-nsinit: fd %d not open: it is meant to be started by sandboxd with the spec on fd 3, reports on fd 4, bwrap status on fd 5\n", fd)
+			fmt.Fprintf(os.Stderr, "sandboxd-nsinit: fd %d not open: it is meant to be started by sandboxd with the spec on fd 3, reports on fd 4, bwrap status on fd 5, the release pipe on fd 6\n", fd)
 			return spec.ExitUsage
 		}
 	}
 	unix.CloseOnExec(spec.FDReport)
+	unix.CloseOnExec(spec.FDRelease)
 	l := &launch{rep: &reporter{f: os.NewFile(spec.FDReport, "report"), start: pre.StartedNS}, pre: pre}
 	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
 		if status := step(); status != 0 {
@@ -351,6 +352,20 @@ func (l *launch) exec() int {
 	facts["profile_sha256"] = l.profileSHA
 	facts["helper_version"] = Version
 	facts["code_sha256"] = sha256Hex(l.spec.Code)
+	// Wait until the supervisor has placed this process in the exec's
+	// cgroup: everything bwrap starts must start inside it.
+	var b [1]byte
+	for {
+		n, err := unix.Read(spec.FDRelease, b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if n != 1 || err != nil {
+			return l.rep.fail("exec", spec.ExitUsage, fmt.Errorf("the supervisor did not release the launch (read fd %d: %d bytes, %v)", spec.FDRelease, n, err), "", facts)
+		}
+		break
+	}
+	unix.Close(spec.FDRelease)
 	l.rep.ok("exec", facts)
 	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
 	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.

@@ -353,6 +353,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	stdinR, stdinW := p.pipe()
 	stdoutR, stdoutW := p.pipe()
 	stderrR, stderrW := p.pipe()
+	releaseR, releaseW := p.pipe()
 	if p.err != nil {
 		return nil, &LaunchError{Kind: KindInternal, Reason: "create pipes", Err: p.err}
 	}
@@ -393,7 +394,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		Stdin:      stdinR,
 		Stdout:     stdoutW,
 		Stderr:     stderrW,
-		ExtraFiles: []*os.File{specR, reportW, statusW}, // fds 3, 4, 5
+		ExtraFiles: []*os.File{specR, reportW, statusW, releaseR}, // fds 3, 4, 5, 6
 		SysProcAttr: &syscall.SysProcAttr{
 			// The helper re-arms this after its exec (file capabilities
 			// clear it); it covers the window before.
@@ -444,24 +445,31 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	}
 	begin := time.Now()
 	// The child has its ends; ours must go so that EOF means "child done".
-	for _, f := range []*os.File{specR, reportW, statusW, stdinR, stdoutW, stderrW} {
+	for _, f := range []*os.File{specR, reportW, statusW, stdinR, stdoutW, stderrW, releaseR} {
 		p.release(f)
 	}
 
-	// cgroup v1: move the helper before it gets its spec. It reads the
-	// spec before it execs bwrap, so everything of the sandbox is started
-	// inside the cgroup; only the prelude's short-lived holder is not.
-	if cg != nil && cg.Dir() == "" {
-		if err := cg.Add(cmd.Process.Pid); err != nil {
-			_ = cmd.Process.Kill()
-			<-waited
-			return nil, &LaunchError{Kind: KindUnavailable, Reason: "place the helper in the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: err}
-		}
-	}
 	go func() {
 		_, _ = specW.Write(encoded)
 		p.release(specW)
 	}()
+	// cgroup v1: move the helper while it starts up, then release it. It
+	// execs bwrap only after the release byte, so everything of the sandbox
+	// starts inside the cgroup; only the prelude's short-lived holder does
+	// not. (A v1 move waits for an RCU grace period, several ms here: done
+	// in parallel with the helper's own start-up, it costs little.)
+	// A helper that failed on its own is gone before the move: its reports
+	// say why, so the move's error only counts when the helper had not.
+	var placeErr error
+	if cg != nil && cg.Dir() == "" {
+		if placeErr = cg.Add(cmd.Process.Pid); placeErr != nil {
+			_ = cmd.Process.Kill() // never released: nothing ran
+		}
+	}
+	if placeErr == nil {
+		_, _ = releaseW.Write([]byte{1})
+	}
+	p.release(releaseW)
 	go func() {
 		if len(req.Stdin) > 0 {
 			_, _ = stdinW.Write(req.Stdin)
@@ -602,6 +610,9 @@ wait:
 	hr.reports = <-reportsDone
 	<-outDone
 	<-outDone
+	if placeErr != nil && !reportedFailure(hr.reports) {
+		return nil, &LaunchError{Kind: KindUnavailable, Reason: "place the helper in the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: placeErr}
+	}
 	hr.duration = time.Since(begin)
 	if res.state != nil {
 		hr.helperExit = res.state.ExitCode()
@@ -616,6 +627,16 @@ wait:
 		hr.bwrapExit = nil
 	}
 	return hr, nil
+}
+
+// reportedFailure reports whether the helper reported a failed step.
+func reportedFailure(reps []spec.Report) bool {
+	for _, r := range reps {
+		if !r.OK {
+			return true
+		}
+	}
+	return false
 }
 
 // waitPidfd blocks until the process behind pidfd has exited. For the

@@ -2,8 +2,8 @@
 #define SANDBOXD_PRELUDE_H
 
 // The highest fd the helper inherits on purpose (see nsinit/spec: 3 spec,
-// 4 report, 5 bwrap status). Keep in step with spec.FDStatus.
-#define SBX_LAST_FD 5
+// 4 report, 5 bwrap status, 6 release). Keep in step with spec.FDRelease.
+#define SBX_LAST_FD 6
 // The payload's uid and gid inside the sandbox. Keep in step with nsinit.PayloadID.
 #define SBX_PAYLOAD_ID 1000
 

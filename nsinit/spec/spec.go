@@ -33,6 +33,12 @@ const (
 	FDSpec   = 3 // read end of a pipe carrying one encoded LaunchSpec
 	FDReport = 4 // write end of a pipe for JSON-lines step reports
 	FDStatus = 5 // write end handed to bwrap as --json-status-fd
+	// FDRelease is the read end of a pipe on which the supervisor writes
+	// one byte once the helper sits in the exec's cgroup. The helper execs
+	// bwrap only after reading it, so nothing of the sandbox starts outside
+	// the cgroup, while the (slow, on cgroup v1) move overlaps the helper's
+	// own start-up instead of preceding it.
+	FDRelease = 6
 )
 
 // Network modes.

@@ -482,8 +482,8 @@ func TestAllowedRlimits(t *testing.T) {
 }
 
 func TestFDsAndExitStatuses(t *testing.T) {
-	if FDSpec != 3 || FDReport != 4 || FDStatus != 5 {
-		t.Fatalf("fd numbers changed: spec %d report %d status %d (the prelude keeps 0..5)", FDSpec, FDReport, FDStatus)
+	if FDSpec != 3 || FDReport != 4 || FDStatus != 5 || FDRelease != 6 {
+		t.Fatalf("fd numbers changed: spec %d report %d status %d release %d (the prelude keeps 0..6)", FDSpec, FDReport, FDStatus, FDRelease)
 	}
 	statuses := []int{ExitUsage, ExitConfig, ExitSpec, ExitEnter, ExitNetwork, ExitSeccomp, ExitDrop, ExitExec}
 	seen := map[int]bool{}
