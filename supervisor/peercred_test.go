@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -36,27 +35,7 @@ func peerChild(sock string) {
 func TestPeerCredentialsOverSocket(t *testing.T) {
 	wsRequireRoot(t)
 	const nobody = 65534
-	dir, err := os.MkdirTemp("", "sbxpeer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// The test binary's own directory is private to root; run a copy.
-	bin := filepath.Join(dir, "peer.test")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := selfCopy(t, "sbxpeer-")
 
 	run := func(t *testing.T, sock string) string {
 		t.Helper()

@@ -272,27 +272,7 @@ func TestRemoveWorkspaceUnprivileged(t *testing.T) {
 	}
 	wsRequireRoot(t)
 	const nobody = 65534
-	top, err := os.MkdirTemp("/tmp", "sandboxd-rmws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// The test binary's own directory is private to root; run a copy.
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(top, "rmws.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	top, bin := selfCopy(t, "sandboxd-rmws-")
 	parent := filepath.Join(top, "parent")
 	if err := os.Mkdir(parent, 0o700); err != nil {
 		t.Fatal(err)
