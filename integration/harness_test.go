@@ -33,7 +33,15 @@ import (
 )
 
 // testUser is the service user the supervisor runs as in these tests.
-const testUser = "sandboxd-it"
+// SANDBOXD_IT_USER names another one, so that two checkouts can run their
+// integration suites on one machine at once (each kills every process of
+// its user at start).
+var testUser = func() string {
+	if u := os.Getenv("SANDBOXD_IT_USER"); u != "" {
+		return u
+	}
+	return "sandboxd-it"
+}()
 
 // requireRoot stops a test that needs root: a skip with the reason, or a
 // failure under CI=true, where nothing may skip.
