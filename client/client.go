@@ -1,12 +1,13 @@
-// Package client speaks the sandboxd API (API.md) over the supervisor's Unix
-// socket. It owns the client's copy of the wire types and the mapping of
-// answers to Go errors: an API error body becomes an *APIError, anything
-// else that goes wrong on the way is a plain wrapped error.
+// Package client speaks the sandboxd API (docs/API.md) over the
+// supervisor's Unix socket. It owns the mapping of answers to Go errors: an
+// API error body becomes an *APIError, anything else that goes wrong on the
+// way is a plain wrapped error. The wire types are package api's; the names
+// here are aliases of them, kept so that callers of this package compile.
 //
 // It must never depend on the supervisor's packages (a client links against
-// the contract, not the server), never decode answers strictly (a newer
-// server may add fields), and never retry an exec on its own: a POST that
-// failed halfway may have run.
+// the contract, package api, not the server), never decode answers strictly
+// (a newer server may add fields), and never retry an exec on its own: a
+// POST that failed halfway may have run.
 package client
 
 import (
@@ -20,10 +21,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // DefaultSocket is the supervisor's default socket (API.md).
-const DefaultSocket = "/run/sandboxd/sandboxd.sock"
+const DefaultSocket = api.DefaultSocket
 
 // maxAnswerBytes bounds an answer read into memory: outputs, artifacts
 // (50 MiB in all, base64-encoded) and room to spare.
@@ -49,74 +52,28 @@ func New(socket string) *Client {
 	}
 }
 
-// ExecRequest is the body of POST /v1/exec.
-type ExecRequest struct {
-	Language  string            `json:"language"`
-	Code      string            `json:"code"`
-	Stdin     string            `json:"stdin,omitempty"`
-	Files     []File            `json:"files,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	TimeoutMS *int64            `json:"timeout_ms,omitempty"`
-	Artifacts []string          `json:"artifacts,omitempty"`
-	Network   string            `json:"network,omitempty"`
-}
-
-// File is a file staged into the workspace.
-type File struct {
-	Path          string `json:"path"`
-	ContentBase64 string `json:"content_base64"`
-}
-
-// ExecResult is the 200 answer of an exec.
-type ExecResult struct {
-	ID                 string          `json:"id"`
-	ExitCode           *int            `json:"exit_code"`
-	Signal             *string         `json:"signal"`
-	TimedOut           bool            `json:"timed_out"`
-	OOMKilled          bool            `json:"oom_killed"`
-	QuotaExceeded      bool            `json:"quota_exceeded"`
-	Stdout             string          `json:"stdout"`
-	Stderr             string          `json:"stderr"`
-	StdoutTruncated    bool            `json:"stdout_truncated"`
-	StderrTruncated    bool            `json:"stderr_truncated"`
-	DurationMS         int64           `json:"duration_ms"`
-	Usage              Usage           `json:"usage"`
-	Artifacts          []Artifact      `json:"artifacts"`
-	ArtifactsTruncated bool            `json:"artifacts_truncated"`
-	Policy             json.RawMessage `json:"policy"`
-}
-
-// Usage is the payload's resource usage.
-type Usage struct {
-	CPUMS    int64 `json:"cpu_ms"`
-	MaxRSSKB int64 `json:"max_rss_kb"`
-}
-
-// Artifact is one collected output file.
-type Artifact struct {
-	Path          string `json:"path"`
-	Size          int64  `json:"size"`
-	SHA256        string `json:"sha256"`
-	ContentBase64 string `json:"content_base64"`
-}
-
-// Health is the answer of GET /v1/health, ready or not.
-type Health struct {
-	OK       bool              `json:"ok"`
-	Version  string            `json:"version"`
-	Checks   map[string]string `json:"checks"`
-	Runtimes []string          `json:"runtimes"`
-}
+// The wire types, as package api defines them.
+type (
+	ExecRequest = api.ExecRequest
+	File        = api.ExecFile
+	ExecResult  = api.ExecResult
+	Usage       = api.Usage
+	Artifact    = api.Artifact
+	Health      = api.Health
+	Session     = api.Session
+	FileInfo    = api.FileInfo
+	Uploaded    = api.Uploaded
+)
 
 // APIError is a non-2xx answer with the API's error body.
 type APIError struct {
 	Status     int
-	Code       string
+	Code       api.ErrorCode
 	Message    string
 	RetryAfter string
 }
 
-func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+func (e *APIError) Error() string { return string(e.Code) + ": " + e.Message }
 
 // Exec runs one one-shot exec. It returns the result and the raw answer body
 // (for callers that print it as is). A payload failure is a result, not an
@@ -160,7 +117,7 @@ func (c *Client) Health(ctx context.Context) (*Health, []byte, error) {
 		return nil, raw, answerError(status, hdr, raw)
 	}
 	var h Health
-	if err := json.Unmarshal(raw, &h); err != nil || h.Version == "" && h.Checks == nil {
+	if err := json.Unmarshal(raw, &h); err != nil || h.Version == "" && h.Checks == (api.HealthChecks{}) {
 		// A 503 from something that is not the health handler (a proxy,
 		// an old server) has no health body; report what it said.
 		if status == http.StatusServiceUnavailable {
@@ -202,12 +159,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (int,
 // error when the body is not the API's error body (then it did not come from
 // sandboxd, or came from a broken one).
 func answerError(status int, hdr http.Header, raw []byte) error {
-	var eb struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var eb api.ErrorBody
 	if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {
 		snippet := strings.TrimSpace(string(raw))
 		if len(snippet) > 200 {
@@ -215,5 +167,5 @@ func answerError(status int, hdr http.Header, raw []byte) error {
 		}
 		return fmt.Errorf("unexpected answer: HTTP %d: %q", status, snippet)
 	}
-	return &APIError{Status: status, Code: eb.Error.Code, Message: eb.Error.Message, RetryAfter: hdr.Get("Retry-After")}
+	return &APIError{Status: status, Code: eb.Error.Code, Message: eb.Error.Message, RetryAfter: hdr.Get(api.RetryAfterHeader)}
 }

@@ -72,7 +72,7 @@ func TestHealthAnswers(t *testing.T) {
 		w.Write([]byte(`{"ok":false,"version":"1","checks":{"bwrap":"missing"},"runtimes":["python"],"new_field":1}`))
 	})
 	h, _, err := New(sock).Health(context.Background())
-	if err != nil || h.OK || h.Checks["bwrap"] != "missing" {
+	if err != nil || h.OK || h.Checks.Bwrap != "missing" {
 		t.Fatalf("health %+v, %v", h, err)
 	}
 

@@ -8,36 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
-
-// Session is the API's session object.
-type Session struct {
-	ID         string    `json:"id"`
-	Key        string    `json:"key,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	LastUsedAt time.Time `json:"last_used_at"`
-	TTLSeconds int64     `json:"ttl_seconds"`
-	Restored   bool      `json:"restored"`
-	DiskBytes  int64     `json:"disk_bytes"`
-	Busy       bool      `json:"busy"`
-}
-
-// FileInfo is one entry of a session's file listing.
-type FileInfo struct {
-	Path       string    `json:"path"`
-	Size       int64     `json:"size"`
-	Mode       string    `json:"mode"`
-	ModifiedAt time.Time `json:"modified_at"`
-}
-
-// Uploaded is the answer to a file upload.
-type Uploaded struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-}
 
 func sessionPath(id string) string { return "/v1/sessions/" + url.PathEscape(id) }
 
@@ -66,10 +39,10 @@ func decodeAnswer(status, want int, hdr http.Header, raw []byte, v any) error {
 
 // CreateSession creates a session; ttl nil means the server's default.
 func (c *Client) CreateSession(ctx context.Context, ttl *int64, key string) (*Session, []byte, error) {
-	body, _ := json.Marshal(struct {
-		TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
-		Key        string `json:"key,omitempty"`
-	}{ttl, key})
+	body, err := json.Marshal(api.SessionCreateRequest{TTLSeconds: ttl, Key: key})
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode session request: %w", err)
+	}
 	status, hdr, raw, err := c.do(ctx, http.MethodPost, "/v1/sessions", body)
 	if err != nil {
 		return nil, nil, err
@@ -84,9 +57,7 @@ func (c *Client) ListSessions(ctx context.Context) ([]Session, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var out struct {
-		Sessions []Session `json:"sessions"`
-	}
+	var out api.SessionList
 	return out.Sessions, raw, decodeAnswer(status, http.StatusOK, hdr, raw, &out)
 }
 
@@ -115,9 +86,7 @@ func (c *Client) ListFiles(ctx context.Context, id string) ([]FileInfo, []byte, 
 	if err != nil {
 		return nil, nil, err
 	}
-	var out struct {
-		Files []FileInfo `json:"files"`
-	}
+	var out api.FileList
 	return out.Files, raw, decodeAnswer(status, http.StatusOK, hdr, raw, &out)
 }
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -523,23 +524,19 @@ func checkSupervisor(ctx context.Context, h Host, o Options) (*Supervisor, Resul
 	if sup.Health.OK {
 		r.Status = OK
 		r.Detail = fmt.Sprintf("sandboxd %s (pid %d) is ready: a real launch through the helper and bwrap works", sup.Health.Version, sup.PID)
-		if c := sup.Health.Checks["cgroups"]; c != "" {
+		if c := sup.Health.Checks.Cgroups; c != "" {
 			r.Detail += "; cgroups " + c
 		}
 		return sup, r
 	}
 	var bad []string
-	names := make([]string, 0, len(sup.Health.Checks))
-	for name := range sup.Health.Checks {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		v := sup.Health.Checks[name]
-		if name == "cgroups" || v == "ok" {
+	checks := sup.Health.Checks.List()
+	sort.Slice(checks, func(i, j int) bool { return checks[i].Name < checks[j].Name })
+	for _, c := range checks {
+		if c.Name == "cgroups" || c.Value == api.CheckOK || c.Value == "" {
 			continue
 		}
-		bad = append(bad, name+": "+v)
+		bad = append(bad, c.Name+": "+c.Value)
 	}
 	r.Status = Fail
 	r.Detail = fmt.Sprintf("sandboxd %s (pid %d) is NOT ready: %s", sup.Health.Version, sup.PID, strings.Join(bad, "; "))

@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -70,13 +71,8 @@ type FileInfo struct {
 	Size int64
 }
 
-// Health is the supervisor's GET /v1/health answer.
-type Health struct {
-	OK       bool              `json:"ok"`
-	Version  string            `json:"version"`
-	Checks   map[string]string `json:"checks"`
-	Runtimes []string          `json:"runtimes"`
-}
+// Health is the supervisor's GET /v1/health answer (package api's type).
+type Health = api.Health
 
 // Supervisor is what the running supervisor told us.
 type Supervisor struct {

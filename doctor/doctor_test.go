@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -153,7 +154,7 @@ func healthyHost() *fakeHost {
 			"/usr/bin/node":    "v18.19.0\n",
 		},
 		cfg:      &cfg,
-		sup:      &Supervisor{PID: 4242, Health: Health{OK: true, Version: "0.1.0", Checks: map[string]string{"bwrap": "ok", "cgroups": "v2"}}},
+		sup:      &Supervisor{PID: 4242, Health: Health{OK: true, Version: "0.1.0", Checks: api.HealthChecks{Bwrap: "ok", Cgroups: "v2"}}},
 		cgMode:   "v2",
 		cgReason: "cgroup v2 subtree /sys/fs/cgroup/system.slice/sandboxd.service/sandboxd",
 	}
@@ -282,7 +283,7 @@ func TestChecks(t *testing.T) {
 			"supervisor", Skip, "no supervisor answers at " + sockPath, "pass --socket PATH"},
 		{"supervisor not ready", func(h *fakeHost) {
 			h.sup.Health.OK = false
-			h.sup.Health.Checks["userns"] = "clone(CLONE_NEWUSER) refused"
+			h.sup.Health.Checks.Userns = "clone(CLONE_NEWUSER) refused"
 		}, "supervisor", Fail, "userns: clone(CLONE_NEWUSER) refused", "fix in each message"},
 		{"supervisor under nnp", func(h *fakeHost) { h.files["/proc/4242/status"] = procStatus("1", "0000000000201000", "2") },
 			"supervisor.privileges", Fail, "it runs with no_new_privs: file capabilities do nothing under no_new_privs", "allowPrivilegeEscalation: true"},

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
@@ -391,36 +392,20 @@ func (s *supervisor) do(method, path string, body any) (int, []byte) {
 	return resp.StatusCode, out
 }
 
-// execResult is the subset of the API's exec result the tests read.
-type execResult struct {
-	ID              string  `json:"id"`
-	ExitCode        *int    `json:"exit_code"`
-	Signal          *string `json:"signal"`
-	TimedOut        bool    `json:"timed_out"`
-	OOMKilled       bool    `json:"oom_killed"`
-	QuotaExceeded   bool    `json:"quota_exceeded"`
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
-	DurationMS      int64   `json:"duration_ms"`
-	Usage           struct {
-		CPUMS    int64 `json:"cpu_ms"`
-		MaxRSSKB int64 `json:"max_rss_kb"`
-	} `json:"usage"`
-	Policy struct {
-		ProfileSHA256 string         `json:"profile_sha256"`
-		MountsSHA256  string         `json:"mounts_sha256"`
-		HelperVersion string         `json:"helper_version"`
-		Limits        map[string]any `json:"limits"`
-	} `json:"policy"`
-}
+// The API's bodies, as package api defines them.
+type (
+	execResult = api.ExecResult
+	apiError   = api.ErrorBody
+)
 
-type apiError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// checkNamed returns the health check called name ("" when there is none).
+func checkNamed(h api.Health, name string) string {
+	for _, c := range h.Checks.List() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return ""
 }
 
 // exec runs code and requires a 200.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 func TestRuntimesEndToEnd(t *testing.T) {
@@ -452,12 +454,9 @@ func TestI8FailClosed(t *testing.T) {
 				t.Errorf("message %q carries no fix", e.Error.Message)
 			}
 			hs, hb := s.do("GET", "/v1/health", nil)
-			var h struct {
-				OK     bool              `json:"ok"`
-				Checks map[string]string `json:"checks"`
-			}
+			var h api.Health
 			_ = json.Unmarshal(hb, &h)
-			if hs != 503 || h.OK || h.Checks[c.check] == "ok" || h.Checks[c.check] == "" {
+			if v := checkNamed(h, c.check); hs != 503 || h.OK || v == "ok" || v == "" {
 				t.Errorf("health %d %s: want 503 with checks.%s saying why", hs, hb, c.check)
 			}
 		})
@@ -472,7 +471,7 @@ func TestBadInput(t *testing.T) {
 		name   string
 		body   any
 		status int
-		code   string
+		code   api.ErrorCode
 	}{
 		{"malformed JSON", `{"language": "python", "code": `, 400, "invalid_argument"},
 		{"unknown field", `{"language": "python", "code": "print(1)", "shell": true}`, 400, "invalid_argument"},

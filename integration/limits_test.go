@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // These tests prove the resource limits of issue 4 with the mechanism this
@@ -53,18 +55,15 @@ func TestHealthReportsCgroups(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
 	status, body := s.do("GET", "/v1/health", nil)
-	var h struct {
-		OK     bool              `json:"ok"`
-		Checks map[string]string `json:"checks"`
-	}
+	var h api.Health
 	if err := json.Unmarshal(body, &h); err != nil || status != 200 || !h.OK {
 		t.Fatalf("health %d %s", status, body)
 	}
-	if h.Checks["cgroups"] != "v1" {
-		t.Fatalf("checks.cgroups = %q, want v1 on this host", h.Checks["cgroups"])
+	if h.Checks.Cgroups != "v1" {
+		t.Fatalf("checks.cgroups = %q, want v1 on this host", h.Checks.Cgroups)
 	}
 	r := s.exec(py("print(1)"))
-	if r.Policy.Limits["memory_bytes"] != float64(2<<30) || r.Policy.Limits["pids"] != float64(256) || r.Policy.Limits["cpus"] != float64(1) {
+	if r.Policy.Limits.MemoryBytes != 2<<30 || r.Policy.Limits.Pids != 256 || r.Policy.Limits.CPUs != 1 {
 		t.Errorf("attested limits %v: want the defaults, enforced", r.Policy.Limits)
 	}
 	if left := in.execCgroupsLeft(); len(left) > 0 {

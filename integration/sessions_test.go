@@ -15,14 +15,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
-type sessionObj struct {
-	ID        string `json:"id"`
-	Restored  bool   `json:"restored"`
-	DiskBytes int64  `json:"disk_bytes"`
-	ExpiresAt string `json:"expires_at"`
-}
+type sessionObj = api.Session
 
 func (s *supervisor) createSession(t *testing.T, body map[string]any) sessionObj {
 	t.Helper()
@@ -111,15 +108,7 @@ print(len(rows))`))
 	req := py(pngWriter + "\nimport helper_mod, os\nos.makedirs('outputs', exist_ok=True)\npng('outputs/chart.png', helper_mod.TOTAL, 8)\nprint(helper_mod.TOTAL)")
 	req["artifacts"] = []string{"outputs/*.png"}
 	status, body := s.do("POST", "/v1/sessions/"+sess.ID+"/exec", req)
-	var res struct {
-		Stdout    string `json:"stdout"`
-		Artifacts []struct {
-			Path          string `json:"path"`
-			SHA256        string `json:"sha256"`
-			ContentBase64 string `json:"content_base64"`
-			Size          int64  `json:"size"`
-		} `json:"artifacts"`
-	}
+	var res api.ExecResult
 	if err := json.Unmarshal(body, &res); err != nil || status != 200 || res.Stdout != "24\n" || len(res.Artifacts) != 1 {
 		t.Fatalf("exec 3: %d %s", status, body)
 	}

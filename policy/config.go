@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // Defaults of the operator settings (DESIGN.md, "Limits"; API.md).
 const (
-	DefaultSocketPath       = "/run/sandboxd/sandboxd.sock"
+	DefaultSocketPath       = api.DefaultSocket
 	DefaultStateDir         = "/var/lib/sandboxd"
 	DefaultAuditLogName     = "audit.log" // below the state dir
 	DefaultHelperPath       = "/usr/local/libexec/sandboxd/sandboxd-nsinit"

@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // readBody reads a JSON request body of at most max bytes. The whole body is
@@ -25,10 +27,10 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *APIEr
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return nil, apiErr(CodeInvalidArgument, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
+			return nil, apiErr(api.CodeInvalidArgument, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return nil, apiErr(CodeInvalidArgument, fmt.Sprintf("charset %q is not supported; JSON bodies are UTF-8", cs))
+			return nil, apiErr(api.CodeInvalidArgument, fmt.Sprintf("charset %q is not supported; JSON bodies are UTF-8", cs))
 		}
 	}
 	if r.ContentLength > max {
@@ -42,7 +44,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *APIEr
 			drainOversized(r.Body)
 			return nil, tooLarge(max)
 		}
-		return nil, apiErr(CodeInvalidArgument, fmt.Sprintf("read request body: %v", err))
+		return nil, apiErr(api.CodeInvalidArgument, fmt.Sprintf("read request body: %v", err))
 	}
 	return body, nil
 }
@@ -60,7 +62,7 @@ func drainOversized(body io.Reader) {
 }
 
 func tooLarge(max int64) *APIError {
-	return apiErr(CodeTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes", max))
+	return apiErr(api.CodeTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes", max))
 }
 
 // decodeStrict decodes exactly one JSON object into v, refusing unknown
@@ -68,21 +70,21 @@ func tooLarge(max int64) *APIError {
 func decodeStrict(body []byte, v any) *APIError {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
-		return apiErr(CodeInvalidArgument, "request body is empty; want a JSON object")
+		return apiErr(api.CodeInvalidArgument, "request body is empty; want a JSON object")
 	}
 	if trimmed[0] != '{' {
 		// null, a number or an array would otherwise decode to a zero
 		// request, and the caller would hear about a missing field instead
 		// of the real mistake.
-		return apiErr(CodeInvalidArgument, "request body must be a JSON object")
+		return apiErr(api.CodeInvalidArgument, "request body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return apiErr(CodeInvalidArgument, describeJSONError(err, body))
+		return apiErr(api.CodeInvalidArgument, describeJSONError(err, body))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return apiErr(CodeInvalidArgument, fmt.Sprintf("malformed JSON: unexpected data after the object at byte offset %d", dec.InputOffset()))
+		return apiErr(api.CodeInvalidArgument, fmt.Sprintf("malformed JSON: unexpected data after the object at byte offset %d", dec.InputOffset()))
 	}
 	return nil
 }

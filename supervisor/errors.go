@@ -5,50 +5,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
-// Error codes of API.md. The set is closed: clients switch on these.
-const (
-	CodeInvalidArgument = "invalid_argument"
-	CodeForbidden       = "forbidden"
-	CodeNotFound        = "not_found"
-	CodeConflict        = "conflict"
-	CodeTooLarge        = "too_large"
-	CodeQuotaExceeded   = "quota_exceeded"
-	CodeLimitExceeded   = "limit_exceeded"
-	CodeUnavailable     = "unavailable"
-	CodeInternal        = "internal"
-)
-
-// statusOf is the table of API.md: code -> HTTP status.
-func statusOf(code string) int {
-	switch code {
-	case CodeInvalidArgument:
-		return http.StatusBadRequest
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeConflict:
-		return http.StatusConflict
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeQuotaExceeded:
-		return http.StatusInsufficientStorage
-	case CodeLimitExceeded:
-		return http.StatusTooManyRequests
-	case CodeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
-// APIError is an answer that is not 2xx. Status is normally statusOf(Code);
+// APIError is an answer that is not 2xx. Status is normally Code.Status();
 // the one exception is 405 (see methodNotAllowed).
 type APIError struct {
 	Status  int
-	Code    string
+	Code    api.ErrorCode
 	Message string
 	// RetryAfter, in seconds, is sent as Retry-After when positive.
 	RetryAfter int
@@ -56,19 +21,10 @@ type APIError struct {
 	Allow string
 }
 
-func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+func (e *APIError) Error() string { return string(e.Code) + ": " + e.Message }
 
-func apiErr(code, msg string) *APIError {
-	return &APIError{Status: statusOf(code), Code: code, Message: msg}
-}
-
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+func apiErr(code api.ErrorCode, msg string) *APIError {
+	return &APIError{Status: code.Status(), Code: code, Message: msg}
 }
 
 func writeError(w http.ResponseWriter, e *APIError) {
@@ -78,7 +34,7 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	if e.Allow != "" {
 		w.Header().Set("Allow", e.Allow)
 	}
-	writeJSON(w, e.Status, errorBody{Error: errorDetail{Code: e.Code, Message: e.Message}})
+	writeJSON(w, e.Status, api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -110,7 +66,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func methodNotAllowed(allow string) *APIError {
 	return &APIError{
 		Status:  http.StatusMethodNotAllowed,
-		Code:    CodeInvalidArgument,
+		Code:    api.CodeInvalidArgument,
 		Message: "method not allowed on this path; allowed: " + allow,
 		Allow:   allow,
 	}

@@ -15,32 +15,10 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
-
-// ExecRequest is the body of POST /v1/exec (and of a session's exec).
-type ExecRequest struct {
-	Language  string            `json:"language"`
-	Code      string            `json:"code"`
-	Stdin     string            `json:"stdin"`
-	Files     []ExecFile        `json:"files"`
-	Env       map[string]string `json:"env"`
-	TimeoutMS *int64            `json:"timeout_ms"`
-	Artifacts []string          `json:"artifacts"`
-	Network   string            `json:"network"`
-}
-
-// ExecFile is one file staged into the workspace before the run.
-type ExecFile struct {
-	Path          string `json:"path"`
-	ContentBase64 string `json:"content_base64"`
-}
-
-// ExecIDHeader carries the exec id on every answer of an exec endpoint,
-// refusals included, so a caller can find the audit records of a request
-// that never produced a result.
-const ExecIDHeader = "X-Sandboxd-Exec-Id"
 
 // newExecID returns 128 random bits in hex: unguessable, so one caller cannot
 // predict another's id, and within the launch spec's [A-Za-z0-9_-]{1,64}.
@@ -60,10 +38,10 @@ type decision struct {
 // decideExec is the decide step: it turns a decoded request into a
 // LaunchRequest held to policy, or says why not. It reads no state beyond the
 // config, so the same request always gets the same answer.
-func (s *Server) decideExec(req ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
+func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
 	facts := map[string]any{"session": session}
 	invalid := func(err error) (decision, *APIError) {
-		return decision{facts: facts}, apiErr(CodeInvalidArgument, err.Error())
+		return decision{facts: facts}, apiErr(api.CodeInvalidArgument, err.Error())
 	}
 
 	runtime, err := policy.Runtime(req.Language)
@@ -77,7 +55,7 @@ func (s *Server) decideExec(req ExecRequest, caller Caller, execID string, sessi
 		return invalid(errors.New("code is required and must not be empty"))
 	}
 	if int64(len(req.Code)) > s.cfg.MaxCodeBytes {
-		return decision{facts: facts}, apiErr(CodeTooLarge, fmt.Sprintf("code is %d bytes; the limit is %d", len(req.Code), s.cfg.MaxCodeBytes))
+		return decision{facts: facts}, apiErr(api.CodeTooLarge, fmt.Sprintf("code is %d bytes; the limit is %d", len(req.Code), s.cfg.MaxCodeBytes))
 	}
 	if strings.IndexByte(req.Code, 0) >= 0 {
 		// The runtime reads code from a file; a NUL would cut it short in
@@ -164,35 +142,35 @@ func (s *Server) decideExec(req ExecRequest, caller Caller, execID string, sessi
 // a clean workspace path, no path may appear twice or be both a file and a
 // directory ("a" and "a/b"): either would make the staged workspace depend on
 // the order the launcher writes files in.
-func (s *Server) decodeFiles(in []ExecFile) ([]StagedFile, int64, *APIError) {
+func (s *Server) decodeFiles(in []api.ExecFile) ([]StagedFile, int64, *APIError) {
 	if len(in) > policy.MaxFiles {
-		return nil, 0, apiErr(CodeInvalidArgument, fmt.Sprintf("files has %d entries; at most %d are allowed", len(in), policy.MaxFiles))
+		return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files has %d entries; at most %d are allowed", len(in), policy.MaxFiles))
 	}
 	out := make([]StagedFile, 0, len(in))
 	seen := make(map[string]int, len(in))
 	var total int64
 	for i, f := range in {
 		if err := policy.ValidateWorkspacePath(f.Path); err != nil {
-			return nil, 0, apiErr(CodeInvalidArgument, fmt.Sprintf("files[%d].path: %v", i, err))
+			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path: %v", i, err))
 		}
 		if j, dup := seen[f.Path]; dup {
-			return nil, 0, apiErr(CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is the same as files[%d].path", i, f.Path, j))
+			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is the same as files[%d].path", i, f.Path, j))
 		}
 		seen[f.Path] = i
 		content, err := base64.StdEncoding.DecodeString(f.ContentBase64)
 		if err != nil {
-			return nil, 0, apiErr(CodeInvalidArgument, fmt.Sprintf("files[%d].content_base64: not valid standard base64: %v", i, err))
+			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].content_base64: not valid standard base64: %v", i, err))
 		}
 		total += int64(len(content))
 		if total > s.cfg.WorkspaceQuotaBytes {
-			return nil, 0, apiErr(CodeTooLarge, fmt.Sprintf("files add up to more than the workspace quota of %d bytes", s.cfg.WorkspaceQuotaBytes))
+			return nil, 0, apiErr(api.CodeTooLarge, fmt.Sprintf("files add up to more than the workspace quota of %d bytes", s.cfg.WorkspaceQuotaBytes))
 		}
 		out = append(out, StagedFile{Path: f.Path, Content: content})
 	}
 	for p, i := range seen {
 		for dir := parentDir(p); dir != ""; dir = parentDir(dir) {
 			if j, clash := seen[dir]; clash {
-				return nil, 0, apiErr(CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is a directory of files[%d].path %q; a path cannot be both", j, dir, i, p))
+				return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is a directory of files[%d].path %q; a path cannot be both", j, dir, i, p))
 			}
 		}
 	}
@@ -220,12 +198,12 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	ctx := r.Context()
 	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
 	execID := newExecID()
-	w.Header().Set(ExecIDHeader, execID)
+	w.Header().Set(api.ExecIDHeader, execID)
 	log := s.log.With("exec_id", execID, "caller_uid", caller.UID, "caller_pid", caller.PID)
 
 	// Accept: the body is read and decoded strictly.
 	body, apiE := readBody(w, r, s.cfg.MaxBodyBytes)
-	var req ExecRequest
+	var req api.ExecRequest
 	if apiE == nil {
 		apiE = decodeStrict(body, &req)
 	}
@@ -267,7 +245,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 		case errors.Is(err, admission.ErrQueueFull):
 			apiE = limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.cfg.MaxConcurrentExecs, s.cfg.MaxQueuedExecs))
 		case ctx.Err() != nil:
-			apiE = apiErr(CodeInvalidArgument, "the client went away while the exec waited for a slot")
+			apiE = apiErr(api.CodeInvalidArgument, "the client went away while the exec waited for a slot")
 		default:
 			apiE = limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.cfg.MaxConcurrentExecs))
 		}
@@ -293,7 +271,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	if res == nil {
 		log.Error("launcher returned neither a result nor an error")
 		s.metrics.exec(OutcomeError)
-		writeError(w, apiErr(CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
+		writeError(w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
 		return
 	}
 	s.answerResult(w, log, execID, d.launch.Limits, res)
@@ -316,13 +294,13 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 		if errors.Is(err, ErrSessionDeleting) {
 			return nil, nil, sessionError(err)
 		}
-		return nil, nil, apiErr(CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
+		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
 	}
 	return execCtx, func() { endExec(); endUse() }, nil
 }
 
 func limitExceeded(msg string) *APIError {
-	return &APIError{Status: statusOf(CodeLimitExceeded), Code: CodeLimitExceeded, Message: msg, RetryAfter: 1}
+	return &APIError{Status: api.CodeLimitExceeded.Status(), Code: api.CodeLimitExceeded, Message: msg, RetryAfter: 1}
 }
 
 func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult) {
@@ -372,19 +350,19 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 			}
 			log.Warn("launch unavailable", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-			s.metrics.refuse(CodeUnavailable)
-			writeError(w, apiErr(CodeUnavailable, msg))
+			s.metrics.refuse(api.CodeUnavailable)
+			writeError(w, apiErr(api.CodeUnavailable, msg))
 			return
 		case KindInvalid:
 			log.Info("launch refused by the helper", "err", err)
 			s.metrics.exec(OutcomeRefused)
-			s.metrics.refuse(CodeInvalidArgument)
-			writeError(w, apiErr(CodeInvalidArgument, le.Reason))
+			s.metrics.refuse(api.CodeInvalidArgument)
+			writeError(w, apiErr(api.CodeInvalidArgument, le.Reason))
 			return
 		case KindQuota, KindForbidden:
-			code := CodeQuotaExceeded
+			code := api.CodeQuotaExceeded
 			if le.Kind == KindForbidden {
-				code = CodeForbidden
+				code = api.CodeForbidden
 			}
 			s.metrics.exec(OutcomeRefused)
 			s.metrics.refuse(code)
@@ -396,7 +374,7 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
 			log.Warn("exec stopped: the supervisor is shutting down", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-			writeError(w, apiErr(CodeUnavailable, "the supervisor is shutting down and stopped this exec; fix: retry once it is back"))
+			writeError(w, apiErr(api.CodeUnavailable, "the supervisor is shutting down and stopped this exec; fix: retry once it is back"))
 			return
 		}
 		// The client went away; the launcher has killed the exec and
@@ -407,7 +385,7 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 	}
 	log.Error("launch failed", "err", err)
 	s.metrics.exec(OutcomeError)
-	writeError(w, apiErr(CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
+	writeError(w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
 }
 
 // refuse answers a request that policy or decoding turned down.
@@ -423,8 +401,8 @@ func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, step string, e 
 func (s *Server) auditFailed(w http.ResponseWriter, log *slog.Logger, err error) {
 	log.Error("audit write failed; refusing the exec", "err", err)
 	s.metrics.exec(OutcomeUnavailable)
-	s.metrics.refuse(CodeUnavailable)
-	writeError(w, apiErr(CodeUnavailable, "the audit log cannot be written, so nothing is launched; fix: check the audit log's disk space and permissions (details in the supervisor log)"))
+	s.metrics.refuse(api.CodeUnavailable)
+	writeError(w, apiErr(api.CodeUnavailable, "the audit log cannot be written, so nothing is launched; fix: check the audit log's disk space and permissions (details in the supervisor log)"))
 }
 
 func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts map[string]any) audit.Record {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -107,8 +108,8 @@ func FuzzExecRequest(f *testing.F) {
 			t.Fatalf("an audit record does not encode: %v", sink.err)
 		}
 		res := rec.Result()
-		if rec.Header().Get(ExecIDHeader) == "" {
-			t.Fatalf("answer %d without %s", res.StatusCode, ExecIDHeader)
+		if rec.Header().Get(api.ExecIDHeader) == "" {
+			t.Fatalf("answer %d without %s", res.StatusCode, api.ExecIDHeader)
 		}
 		if res.StatusCode == http.StatusOK {
 			if l.got == nil {
@@ -120,16 +121,16 @@ func FuzzExecRequest(f *testing.F) {
 		if l.got != nil {
 			t.Fatalf("status %d after a launch", res.StatusCode)
 		}
-		var eb errorBody
+		var eb api.ErrorBody
 		if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
 			t.Fatalf("status %d with a body that is not the error object: %v: %q", res.StatusCode, err, rec.Body.Bytes())
 		}
 		switch eb.Error.Code {
-		case CodeInvalidArgument, CodeTooLarge:
+		case api.CodeInvalidArgument, api.CodeTooLarge:
 		default:
 			t.Fatalf("status %d code %q (%s); a request body may only be refused as invalid_argument or too_large", res.StatusCode, eb.Error.Code, eb.Error.Message)
 		}
-		if statusOf(eb.Error.Code) != res.StatusCode || eb.Error.Message == "" {
+		if eb.Error.Code.Status() != res.StatusCode || eb.Error.Message == "" {
 			t.Fatalf("status %d with code %q message %q", res.StatusCode, eb.Error.Code, eb.Error.Message)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -39,47 +40,13 @@ type LaunchRequest struct {
 	SessionWorkspace string
 }
 
-// Usage is the payload's resource usage.
-type Usage struct {
-	CPUMS    int64 `json:"cpu_ms"`
-	MaxRSSKB int64 `json:"max_rss_kb"`
-}
-
-// Artifact is one collected output file.
-type Artifact struct {
-	Path          string `json:"path"`
-	Size          int64  `json:"size"`
-	SHA256        string `json:"sha256"`
-	ContentBase64 string `json:"content_base64"`
-}
-
-// PolicyAttestation says what a run was held to; the same values are in the
-// audit records.
-type PolicyAttestation struct {
-	ProfileSHA256 string        `json:"profile_sha256"`
-	Limits        policy.Limits `json:"limits"`
-	MountsSHA256  string        `json:"mounts_sha256"`
-	HelperVersion string        `json:"helper_version"`
-}
-
-// ExecResult is the 200 body of an exec (API.md).
-type ExecResult struct {
-	ID                 string            `json:"id"`
-	ExitCode           *int              `json:"exit_code"`
-	Signal             *string           `json:"signal"`
-	TimedOut           bool              `json:"timed_out"`
-	OOMKilled          bool              `json:"oom_killed"`
-	QuotaExceeded      bool              `json:"quota_exceeded"`
-	Stdout             string            `json:"stdout"`
-	Stderr             string            `json:"stderr"`
-	StdoutTruncated    bool              `json:"stdout_truncated"`
-	StderrTruncated    bool              `json:"stderr_truncated"`
-	DurationMS         int64             `json:"duration_ms"`
-	Usage              Usage             `json:"usage"`
-	Artifacts          []Artifact        `json:"artifacts"`
-	ArtifactsTruncated bool              `json:"artifacts_truncated"`
-	Policy             PolicyAttestation `json:"policy"`
-}
+// The wire types a launch produces; package api owns them.
+type (
+	Usage             = api.Usage
+	Artifact          = api.Artifact
+	PolicyAttestation = api.PolicyAttestation
+	ExecResult        = api.ExecResult
+)
 
 // Launcher runs one decided exec under the sandbox and reaps it. A payload
 // that fails is a result, not an error; errors are for launches that could
@@ -132,21 +99,9 @@ func AsLaunchError(err error) (*LaunchError, bool) {
 	return le, ok
 }
 
-// HealthChecks are the host checks of GET /v1/health. Each string is "ok" or
-// the reason it is not (with the fix); Cgroups is "v2", "v1" or "none".
-type HealthChecks struct {
-	Bwrap   string `json:"bwrap"`
-	Userns  string `json:"userns"`
-	Seccomp string `json:"seccomp"`
-	Helper  string `json:"helper"`
-	Cgroups string `json:"cgroups"`
-	Disk    string `json:"disk"`
-}
-
-// Ready reports whether every check that gates launches passed.
-func (h HealthChecks) Ready() bool {
-	return h.Bwrap == "ok" && h.Userns == "ok" && h.Seccomp == "ok" && h.Helper == "ok" && h.Disk == "ok"
-}
+// HealthChecks are the host checks of GET /v1/health (package api owns
+// the type).
+type HealthChecks = api.HealthChecks
 
 // Prober checks whether the host can sandbox right now.
 type Prober interface {

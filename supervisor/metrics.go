@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // Exec outcomes, the label values of sandboxd_execs_total. The set is fixed
@@ -64,9 +66,9 @@ func (m *metrics) exec(outcome string) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) refuse(code string) {
+func (m *metrics) refuse(code api.ErrorCode) {
 	m.mu.Lock()
-	m.refused[code]++
+	m.refused[string(code)]++
 	m.mu.Unlock()
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -94,7 +95,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.Handle("/metrics", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, apiErr(CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+		writeError(w, apiErr(api.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
 	return s.recoverPanics(s.authorize(cleanPath(mux)))
 }
@@ -116,13 +117,13 @@ func cleanPath(next http.Handler) http.Handler {
 			// says; any other unclean file path is a bad argument.
 			if _, rest, ok := strings.Cut(p, "/files/"); ok && strings.HasPrefix(p, "/v1/sessions/") {
 				if rest == "" || rest[0] == '/' || rest == ".." || strings.HasPrefix(rest, "../") || strings.Contains(rest, "/../") || strings.HasSuffix(rest, "/..") {
-					writeError(w, apiErr(CodeForbidden, fmt.Sprintf("file path %q escapes the session's workspace", rest)))
+					writeError(w, apiErr(api.CodeForbidden, fmt.Sprintf("file path %q escapes the session's workspace", rest)))
 					return
 				}
-				writeError(w, apiErr(CodeInvalidArgument, fmt.Sprintf("file path %q is not in clean form", rest)))
+				writeError(w, apiErr(api.CodeInvalidArgument, fmt.Sprintf("file path %q is not in clean form", rest)))
 				return
 			}
-			writeError(w, apiErr(CodeNotFound, fmt.Sprintf("no route for %s %q", r.Method, p)))
+			writeError(w, apiErr(api.CodeNotFound, fmt.Sprintf("no route for %s %q", r.Method, p)))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -149,7 +150,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		// Refusals are audited like any other request: an auditor wants to
 		// see who knocked, not only who got in.
 		execID := newExecID()
-		rec := s.record(execID, audit.StepAccept, caller, apiErr(CodeForbidden, msg), map[string]any{
+		rec := s.record(execID, audit.StepAccept, caller, apiErr(api.CodeForbidden, msg), map[string]any{
 			"method": r.Method,
 			"path":   r.URL.Path,
 		})
@@ -158,11 +159,11 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodPost && path.Base(r.URL.Path) == "exec" {
 			s.metrics.exec(OutcomeRefused)
-			s.metrics.refuse(CodeForbidden)
+			s.metrics.refuse(api.CodeForbidden)
 		}
 		s.log.Info("request forbidden", "caller_uid", caller.UID, "caller_gid", caller.GID, "caller_pid", caller.PID,
 			"method", r.Method, "path", r.URL.Path)
-		writeError(w, apiErr(CodeForbidden, msg))
+		writeError(w, apiErr(api.CodeForbidden, msg))
 	})
 }
 
@@ -200,24 +201,16 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				panic(v)
 			}
 			s.log.Error("handler panicked", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path,
-				"exec_id", sw.Header().Get(ExecIDHeader), "stack", string(debug.Stack()))
+				"exec_id", sw.Header().Get(api.ExecIDHeader), "stack", string(debug.Stack()))
 			if sw.wrote {
 				// A partial answer must not look complete; abort the
 				// connection instead.
 				panic(http.ErrAbortHandler)
 			}
-			writeError(sw, apiErr(CodeInternal, "internal error; see the supervisor log"))
+			writeError(sw, apiErr(api.CodeInternal, "internal error; see the supervisor log"))
 		}()
 		next.ServeHTTP(sw, r)
 	})
-}
-
-// healthBody is the body of GET /v1/health, exactly as API.md gives it.
-type healthBody struct {
-	OK       bool         `json:"ok"`
-	Version  string       `json:"version"`
-	Checks   HealthChecks `json:"checks"`
-	Runtimes []string     `json:"runtimes"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -229,7 +222,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, healthBody{OK: ready, Version: s.version, Checks: checks, Runtimes: policy.Runtimes()})
+	writeJSON(w, status, api.Health{OK: ready, Version: s.version, Checks: checks, Runtimes: policy.Runtimes()})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -50,11 +51,11 @@ func TestHealth(t *testing.T) {
 			if !reflect.DeepEqual(keys, []string{"checks", "ok", "runtimes", "version"}) {
 				t.Fatalf("health keys %v", keys)
 			}
-			var h healthBody
+			var h api.Health
 			if err := json.Unmarshal(r.body, &h); err != nil {
 				t.Fatal(err)
 			}
-			want := healthBody{OK: tc.ok, Version: "1.2.3", Checks: tc.checks, Runtimes: []string{"python", "javascript"}}
+			want := api.Health{OK: tc.ok, Version: "1.2.3", Checks: tc.checks, Runtimes: []string{"python", "javascript"}}
 			if !reflect.DeepEqual(h, want) {
 				t.Fatalf("health %+v, want %+v", h, want)
 			}
@@ -82,7 +83,7 @@ func TestExecHappyPath(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
-	execID := r.header.Get(ExecIDHeader)
+	execID := r.header.Get(api.ExecIDHeader)
 	if len(execID) != 32 {
 		t.Fatalf("exec id %q", execID)
 	}
@@ -153,7 +154,7 @@ func TestExecDefaultsAndNormalisation(t *testing.T) {
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.ID != r.header.Get(ExecIDHeader) || res.Artifacts == nil || res.Policy.Limits.TimeoutMS != 30000 || *res.ExitCode != 3 {
+	if res.ID != r.header.Get(api.ExecIDHeader) || res.Artifacts == nil || res.Policy.Limits.TimeoutMS != 30000 || *res.ExitCode != 3 {
 		t.Fatalf("result %+v", res)
 	}
 	lr := fl.calls()[0]
@@ -173,7 +174,7 @@ func TestExecRefusals(t *testing.T) {
 		body     string
 		hdr      []string
 		status   int
-		code     string
+		code     api.ErrorCode
 		msgIn    string
 		decoding bool // refused at accept, not decide
 	}{
@@ -227,7 +228,7 @@ func TestExecRefusals(t *testing.T) {
 			if code != tc.code || !strings.Contains(msg, tc.msgIn) {
 				t.Fatalf("error %s %q, want %s containing %q", code, msg, tc.code, tc.msgIn)
 			}
-			id := r.header.Get(ExecIDHeader)
+			id := r.header.Get(api.ExecIDHeader)
 			recs := ts.sink.ForExec(id)
 			if tc.decoding {
 				if len(recs) != 1 || recs[0].Step != audit.StepAccept || recs[0].OK || recs[0].Error != msg {
@@ -265,7 +266,7 @@ func TestRoutes(t *testing.T) {
 	tests := []struct {
 		method, path string
 		status       int
-		code         string
+		code         api.ErrorCode
 		allow        string
 	}{
 		{"GET", "/nope", 404, "not_found", ""},
@@ -299,7 +300,7 @@ func TestLaunchErrorMapping(t *testing.T) {
 		name   string
 		err    error
 		status int
-		code   string
+		code   api.ErrorCode
 		msg    string
 	}{
 		{"unavailable", &LaunchError{Kind: KindUnavailable, Reason: "bwrap is not installed", Fix: "apt-get install bubblewrap", Err: errors.New("exec: not found")},
@@ -573,15 +574,15 @@ func TestShutdownCancelsInFlightExecs(t *testing.T) {
 func TestDecideSessionTimeout(t *testing.T) {
 	s := NewServer(testConfig(), &fakeLauncher{}, fakeProber{}, &audit.Memory{}, nil, "x")
 	long := int64(600000)
-	d, apiE := s.decideExec(ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", true)
+	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", true)
 	if apiE != nil || d.launch.Limits.TimeoutMS != 600000 {
 		t.Fatalf("session exec at the cap refused: %v", apiE)
 	}
 	long++
-	if _, apiE := s.decideExec(ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", true); apiE == nil || apiE.Code != CodeInvalidArgument {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", true); apiE == nil || apiE.Code != api.CodeInvalidArgument {
 		t.Fatalf("session exec above the cap: %v", apiE)
 	}
-	if _, apiE := s.decideExec(ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", false); apiE == nil {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", false); apiE == nil {
 		t.Fatal("one-shot exec above 60000 accepted")
 	}
 }
@@ -591,8 +592,8 @@ func TestDecodeFilesQuota(t *testing.T) {
 	cfg.WorkspaceQuotaBytes = 4
 	s := NewServer(cfg, &fakeLauncher{}, fakeProber{}, &audit.Memory{}, nil, "x")
 	enc := base64.StdEncoding.EncodeToString
-	_, _, apiE := s.decodeFiles([]ExecFile{{Path: "a", ContentBase64: enc([]byte("abc"))}, {Path: "b", ContentBase64: enc([]byte("de"))}})
-	if apiE == nil || apiE.Code != CodeTooLarge {
+	_, _, apiE := s.decodeFiles([]api.ExecFile{{Path: "a", ContentBase64: enc([]byte("abc"))}, {Path: "b", ContentBase64: enc([]byte("de"))}})
+	if apiE == nil || apiE.Code != api.CodeTooLarge {
 		t.Fatalf("files above the quota: %v", apiE)
 	}
 }

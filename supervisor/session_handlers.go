@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/workspace"
 )
@@ -41,32 +42,32 @@ func (s *Server) sessionRoutes(mux *http.ServeMux) {
 func sessionError(err error) *APIError {
 	switch {
 	case errors.Is(err, ErrSessionNotFound):
-		return apiErr(CodeNotFound, "no such session")
+		return apiErr(api.CodeNotFound, "no such session")
 	case errors.Is(err, ErrSessionDeleting):
-		return apiErr(CodeConflict, "the session is being deleted")
+		return apiErr(api.CodeConflict, "the session is being deleted")
 	case errors.Is(err, ErrTooManySessions):
 		return limitExceeded(err.Error() + "; delete one or retry later")
 	}
-	return apiErr(CodeInternal, err.Error())
+	return apiErr(api.CodeInternal, err.Error())
 }
 
 // fileError maps the workspace package's errors onto API errors.
 func fileError(err error) *APIError {
 	switch {
 	case errors.Is(err, workspace.ErrEscape):
-		return apiErr(CodeForbidden, "the path escapes the session's workspace: "+err.Error())
+		return apiErr(api.CodeForbidden, "the path escapes the session's workspace: "+err.Error())
 	case errors.Is(err, workspace.ErrNotFound):
-		return apiErr(CodeNotFound, "no such file in the session's workspace")
+		return apiErr(api.CodeNotFound, "no such file in the session's workspace")
 	case errors.Is(err, workspace.ErrQuota):
-		return apiErr(CodeQuotaExceeded, "the session's workspace disk quota is full: "+err.Error())
+		return apiErr(api.CodeQuotaExceeded, "the session's workspace disk quota is full: "+err.Error())
 	case errors.Is(err, workspace.ErrTooLarge):
-		return apiErr(CodeTooLarge, err.Error())
+		return apiErr(api.CodeTooLarge, err.Error())
 	case errors.Is(err, workspace.ErrInvalidPath):
-		return apiErr(CodeInvalidArgument, err.Error())
+		return apiErr(api.CodeInvalidArgument, err.Error())
 	case errors.Is(err, workspace.ErrNotEmpty):
-		return apiErr(CodeConflict, "the directory is not empty; delete its files first")
+		return apiErr(api.CodeConflict, "the directory is not empty; delete its files first")
 	}
-	return apiErr(CodeInternal, err.Error())
+	return apiErr(api.CodeInternal, err.Error())
 }
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *Session)
@@ -75,7 +76,7 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *Session)
 func (s *Server) withSession(h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.sessions == nil {
-			writeError(w, apiErr(CodeNotFound, "sessions are not enabled on this supervisor"))
+			writeError(w, apiErr(api.CodeNotFound, "sessions are not enabled on this supervisor"))
 			return
 		}
 		caller, _ := callerFrom(r.Context())
@@ -88,24 +89,19 @@ func (s *Server) withSession(h sessionHandler) http.HandlerFunc {
 	}
 }
 
-type sessionCreateRequest struct {
-	TTLSeconds *int64 `json:"ttl_seconds"`
-	Key        string `json:"key"`
-}
-
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	if s.sessions == nil {
-		writeError(w, apiErr(CodeNotFound, "sessions are not enabled on this supervisor"))
+		writeError(w, apiErr(api.CodeNotFound, "sessions are not enabled on this supervisor"))
 		return
 	}
 	caller, _ := callerFrom(r.Context())
-	var req sessionCreateRequest
+	var req api.SessionCreateRequest
 	body, apiE := readBody(w, r, s.cfg.MaxBodyBytes)
 	if apiE == nil && len(body) > 0 {
 		apiE = decodeStrict(body, &req)
 	}
-	if apiE == nil && len(req.Key) > 256 {
-		apiE = apiErr(CodeInvalidArgument, "key is longer than 256 bytes")
+	if apiE == nil && len(req.Key) > api.MaxSessionKeyBytes {
+		apiE = apiErr(api.CodeInvalidArgument, fmt.Sprintf("key is longer than %d bytes", api.MaxSessionKeyBytes))
 	}
 	if apiE != nil {
 		writeError(w, apiE)
@@ -118,11 +114,11 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if req.TTLSeconds != nil && *req.TTLSeconds < 1 {
-			writeError(w, apiErr(CodeInvalidArgument, err.Error()))
+			writeError(w, apiErr(api.CodeInvalidArgument, err.Error()))
 			return
 		}
 		s.log.Error("create session", "err", err)
-		writeError(w, apiErr(CodeInternal, "create session: "+err.Error()))
+		writeError(w, apiErr(api.CodeInternal, "create session: "+err.Error()))
 		return
 	}
 	writeJSON(w, http.StatusCreated, s.sessions.View(sess))
@@ -130,15 +126,15 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 	if s.sessions == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"sessions": []SessionView{}})
+		writeJSON(w, http.StatusOK, api.SessionList{Sessions: []api.Session{}})
 		return
 	}
 	caller, _ := callerFrom(r.Context())
-	views := []SessionView{}
+	views := []api.Session{}
 	for _, sess := range s.sessions.List(caller) {
 		views = append(views, s.sessions.View(sess))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": views})
+	writeJSON(w, http.StatusOK, api.SessionList{Sessions: views})
 }
 
 func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request, sess *Session) {
@@ -147,7 +143,7 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request, sess *
 
 func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	if s.sessions == nil {
-		writeError(w, apiErr(CodeNotFound, "sessions are not enabled on this supervisor"))
+		writeError(w, apiErr(api.CodeNotFound, "sessions are not enabled on this supervisor"))
 		return
 	}
 	caller, _ := callerFrom(r.Context())
@@ -169,7 +165,7 @@ func (s *Server) fileOp(w http.ResponseWriter, sess *Session, op func(ws *worksp
 	defer done()
 	ws, err := workspace.Open(s.sessions.WorkspaceDir(sess), s.cfg.WorkspaceQuotaBytes)
 	if err != nil {
-		writeError(w, apiErr(CodeInternal, "open the session's workspace: "+err.Error()))
+		writeError(w, apiErr(api.CodeInternal, "open the session's workspace: "+err.Error()))
 		return
 	}
 	defer ws.Close()
@@ -187,7 +183,7 @@ func (s *Server) auditFile(r *http.Request, sess *Session, step, path string, ap
 	rec := audit.Record{ExecID: sess.ID, Step: step, Source: "supervisor", CallerUID: caller.UID, CallerGID: caller.GID,
 		CallerPID: caller.PID, OK: apiE == nil, Facts: facts}
 	if apiE != nil {
-		rec.Error = apiE.Code + ": " + apiE.Message
+		rec.Error = apiE.Error()
 	}
 	if err := s.writeAudit(rec); err != nil {
 		s.log.Error("audit write failed", "step", step, "err", err)
@@ -199,7 +195,7 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *Ses
 	max := s.cfg.WorkspaceQuotaBytes
 	if r.ContentLength > max {
 		drainOversized(r.Body)
-		apiE := apiErr(CodeTooLarge, fmt.Sprintf("the upload is %d bytes; the limit is %d", r.ContentLength, max))
+		apiE := apiErr(api.CodeTooLarge, fmt.Sprintf("the upload is %d bytes; the limit is %d", r.ContentLength, max))
 		s.auditFile(r, sess, "file.put", p, apiE, nil)
 		writeError(w, apiE)
 		return
@@ -214,7 +210,7 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *Ses
 			return apiE
 		}
 		s.auditFile(r, sess, "file.put", p, nil, map[string]any{"size": size, "sha256": sum})
-		writeJSON(w, http.StatusCreated, map[string]any{"path": p, "size": size, "sha256": sum})
+		writeJSON(w, http.StatusCreated, api.Uploaded{Path: p, Size: size, SHA256: sum})
 		return nil
 	})
 }
@@ -261,9 +257,9 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request, sess *Se
 			return fileError(err)
 		}
 		if files == nil {
-			files = []workspace.FileInfo{}
+			files = []api.FileInfo{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"files": files})
+		writeJSON(w, http.StatusOK, api.FileList{Files: files})
 		return nil
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/workspace"
 )
@@ -53,18 +54,8 @@ func (s *Session) ExpiresAt() time.Time {
 	return s.LastUsedAt.Add(time.Duration(s.TTLSeconds) * time.Second)
 }
 
-// SessionView is the API's session object.
-type SessionView struct {
-	ID         string    `json:"id"`
-	Key        string    `json:"key,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	LastUsedAt time.Time `json:"last_used_at"`
-	TTLSeconds int64     `json:"ttl_seconds"`
-	Restored   bool      `json:"restored"`
-	DiskBytes  int64     `json:"disk_bytes"`
-	Busy       bool      `json:"busy"`
-}
+// SessionView is the API's session object (package api owns it).
+type SessionView = api.Session
 
 // Errors of the session store, mapped to API codes by the handlers.
 var (

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -179,12 +180,12 @@ func (ts *testServer) doCtx(ctx context.Context, method, path, body string, hdr 
 }
 
 // apiError decodes an error body strictly: exactly {"error":{"code","message"}}.
-func apiError(t *testing.T, r response) (code, msg string) {
+func apiError(t *testing.T, r response) (code api.ErrorCode, msg string) {
 	t.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("error Content-Type = %q", ct)
 	}
-	var eb errorBody
+	var eb api.ErrorBody
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&eb); err != nil {

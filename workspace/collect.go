@@ -12,15 +12,12 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
-// Artifact is one collected file.
-type Artifact struct {
-	Path          string `json:"path"`
-	Size          int64  `json:"size"`
-	SHA256        string `json:"sha256"`
-	ContentBase64 string `json:"content_base64"`
-}
+// Artifact is one collected file, in the exec result's wire form.
+type Artifact = api.Artifact
 
 // ArtifactLimits bound Collect. A zero or negative field takes its default.
 type ArtifactLimits struct {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // MaxEntries bounds every walk of the workspace (List, Usage, Collect,
@@ -41,13 +43,9 @@ type Workspace struct {
 	closed bool
 }
 
-// FileInfo describes one entry of the workspace.
-type FileInfo struct {
-	Path       string    `json:"path"`
-	Size       int64     `json:"size"`
-	Mode       string    `json:"mode"`
-	ModifiedAt time.Time `json:"modified_at"`
-}
+// FileInfo describes one entry of the workspace, in the file listing's
+// wire form.
+type FileInfo = api.FileInfo
 
 // Open opens the workspace directory dir (which must exist, and must not
 // itself be a symlink). quotaBytes <= 0 means no quota.

@@ -7,15 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/client"
 )
-
-// checkOrder is API.md's order of the health checks; unknown ones from a
-// newer server follow, sorted.
-var checkOrder = []string{"bwrap", "userns", "seccomp", "helper", "cgroups", "disk"}
 
 func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
@@ -47,8 +42,8 @@ func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 			state = "NOT READY"
 		}
 		fmt.Fprintf(sio.out, "sandboxd %s: %s\n", h.Version, state)
-		for _, name := range orderedChecks(h.Checks) {
-			fmt.Fprintf(sio.out, "  %-9s %s\n", name, h.Checks[name])
+		for _, c := range h.Checks.List() { // API.md's order
+			fmt.Fprintf(sio.out, "  %-9s %s\n", c.Name, c.Value)
 		}
 		fmt.Fprintf(sio.out, "  %-9s %s\n", "runtimes", strings.Join(h.Runtimes, ", "))
 	}
@@ -56,23 +51,4 @@ func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 		return exitNotReady
 	}
 	return exitOK
-}
-
-func orderedChecks(checks map[string]string) []string {
-	var out []string
-	known := map[string]bool{}
-	for _, n := range checkOrder {
-		known[n] = true
-		if _, ok := checks[n]; ok {
-			out = append(out, n)
-		}
-	}
-	var extra []string
-	for n := range checks {
-		if !known[n] {
-			extra = append(extra, n)
-		}
-	}
-	sort.Strings(extra)
-	return append(out, extra...)
 }

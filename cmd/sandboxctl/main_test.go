@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
-	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/supervisor"
 )
@@ -25,10 +25,10 @@ import (
 type launcher struct {
 	mu   sync.Mutex
 	last supervisor.LaunchRequest
-	fn   func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error)
+	fn   func(req supervisor.LaunchRequest) (*api.ExecResult, error)
 }
 
-func (l *launcher) Launch(_ context.Context, req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
+func (l *launcher) Launch(_ context.Context, req supervisor.LaunchRequest) (*api.ExecResult, error) {
 	l.mu.Lock()
 	l.last = req
 	fn := l.fn
@@ -42,22 +42,22 @@ func (l *launcher) request() supervisor.LaunchRequest {
 	return l.last
 }
 
-type prober struct{ checks supervisor.HealthChecks }
+type prober struct{ checks api.HealthChecks }
 
-func (p prober) Probe(context.Context) supervisor.HealthChecks { return p.checks }
+func (p prober) Probe(context.Context) api.HealthChecks { return p.checks }
 
-func ready() supervisor.HealthChecks {
-	return supervisor.HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v2", Disk: "ok"}
+func ready() api.HealthChecks {
+	return api.HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v2", Disk: "ok"}
 }
 
-func exited(code int, stdout, stderr string) func(supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
-	return func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
-		return &supervisor.ExecResult{ID: req.ExecID, ExitCode: &code, Stdout: stdout, Stderr: stderr, DurationMS: 12}, nil
+func exited(code int, stdout, stderr string) func(supervisor.LaunchRequest) (*api.ExecResult, error) {
+	return func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+		return &api.ExecResult{ID: req.ExecID, ExitCode: &code, Stdout: stdout, Stderr: stderr, DurationMS: 12}, nil
 	}
 }
 
 // serve runs a real supervisor.Server on a Unix socket and returns the socket.
-func serve(t *testing.T, l *launcher, checks supervisor.HealthChecks) string {
+func serve(t *testing.T, l *launcher, checks api.HealthChecks) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	ln, err := supervisor.Listen(sock, "")
@@ -104,7 +104,7 @@ func TestRunOutputsAndExitCodes(t *testing.T) {
 	sigKill, sigSegv := "SIGKILL", "SIGSEGV"
 	tests := []struct {
 		name       string
-		fn         func(supervisor.LaunchRequest) (*supervisor.ExecResult, error)
+		fn         func(supervisor.LaunchRequest) (*api.ExecResult, error)
 		wantCode   int
 		wantStdout string
 		wantStderr []string
@@ -112,20 +112,20 @@ func TestRunOutputsAndExitCodes(t *testing.T) {
 		{"success", exited(0, "1\n", ""), 0, "1\n", nil},
 		{"payload failure", exited(3, "partial", "Traceback\n"), 3, "partial", []string{"Traceback\n"}},
 		{"exit 255", exited(255, "", ""), 255, "", nil},
-		{"killed", func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
-			return &supervisor.ExecResult{ID: req.ExecID, Signal: &sigSegv}, nil
+		{"killed", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+			return &api.ExecResult{ID: req.ExecID, Signal: &sigSegv}, nil
 		}, 128 + 11, "", []string{"sandboxctl: killed by SIGSEGV"}},
-		{"oom", func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
-			return &supervisor.ExecResult{ID: req.ExecID, Signal: &sigKill, OOMKilled: true}, nil
+		{"oom", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+			return &api.ExecResult{ID: req.ExecID, Signal: &sigKill, OOMKilled: true}, nil
 		}, 137, "", []string{"out of memory"}},
-		{"timed out", func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
-			return &supervisor.ExecResult{ID: req.ExecID, Signal: &sigKill, TimedOut: true, DurationMS: 1000, Stdout: "tick\n"}, nil
+		{"timed out", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+			return &api.ExecResult{ID: req.ExecID, Signal: &sigKill, TimedOut: true, DurationMS: 1000, Stdout: "tick\n"}, nil
 		}, 124, "tick\n", []string{"sandboxctl: timed out after 1000 ms"}},
-		{"truncated", func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
+		{"truncated", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
 			zero := 0
-			return &supervisor.ExecResult{ID: req.ExecID, ExitCode: &zero, Stdout: "xxx", StdoutTruncated: true}, nil
+			return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Stdout: "xxx", StdoutTruncated: true}, nil
 		}, 0, "xxx", []string{"stdout was cut"}},
-		{"unavailable", func(supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
+		{"unavailable", func(supervisor.LaunchRequest) (*api.ExecResult, error) {
 			return nil, &supervisor.LaunchError{Kind: supervisor.KindUnavailable, Reason: "bwrap is missing", Fix: "apt-get install bubblewrap"}
 		}, 2, "", []string{"sandboxctl: unavailable: bwrap is missing; fix: apt-get install bubblewrap\n"}},
 	}
@@ -312,7 +312,7 @@ func TestHealthCommand(t *testing.T) {
 	bad.Bwrap = "bwrap not found; fix: apt-get install bubblewrap"
 	tests := []struct {
 		name   string
-		checks supervisor.HealthChecks
+		checks api.HealthChecks
 		args   []string
 		code   int
 		want   []string
@@ -334,7 +334,7 @@ func TestHealthCommand(t *testing.T) {
 				}
 			}
 			if strings.HasPrefix(tc.name, "json") {
-				var h client.Health
+				var h api.Health
 				if err := json.Unmarshal([]byte(r.stdout), &h); err != nil {
 					t.Fatal(err)
 				}
@@ -346,13 +346,13 @@ func TestHealthCommand(t *testing.T) {
 func TestArtifactsDir(t *testing.T) {
 	content := []byte("PNG...")
 	sum := sha256.Sum256(content)
-	art := func(p string, sha string) supervisor.Artifact {
-		return supervisor.Artifact{Path: p, Size: int64(len(content)), SHA256: sha, ContentBase64: base64.StdEncoding.EncodeToString(content)}
+	art := func(p string, sha string) api.Artifact {
+		return api.Artifact{Path: p, Size: int64(len(content)), SHA256: sha, ContentBase64: base64.StdEncoding.EncodeToString(content)}
 	}
 	good := hex.EncodeToString(sum[:])
-	l := &launcher{fn: func(req supervisor.LaunchRequest) (*supervisor.ExecResult, error) {
+	l := &launcher{fn: func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
 		zero := 0
-		return &supervisor.ExecResult{ID: req.ExecID, ExitCode: &zero, Artifacts: []supervisor.Artifact{
+		return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Artifacts: []api.Artifact{
 			art("out/a.png", good),
 			art("../escape.png", good),
 			art("/etc/evil", good),
@@ -379,37 +379,4 @@ func TestArtifactsDir(t *testing.T) {
 			t.Fatalf("stderr %q lacks %q", r.stderr, w)
 		}
 	}
-}
-
-// The client's wire types must read everything the server writes.
-func TestClientReadsServerResult(t *testing.T) {
-	sig := "SIGTERM"
-	zero := 0
-	full := supervisor.ExecResult{
-		ID: "x", ExitCode: &zero, Signal: &sig, TimedOut: true, OOMKilled: true, QuotaExceeded: true,
-		Stdout: "o", Stderr: "e", StdoutTruncated: true, StderrTruncated: true, DurationMS: 5,
-		Usage:     supervisor.Usage{CPUMS: 1, MaxRSSKB: 2},
-		Artifacts: []supervisor.Artifact{{Path: "p", Size: 1, SHA256: "s", ContentBase64: "Yg=="}}, ArtifactsTruncated: true,
-		Policy: supervisor.PolicyAttestation{ProfileSHA256: "a", MountsSHA256: "b", HelperVersion: "c", Limits: policy.Defaults().Limits(1)},
-	}
-	b, _ := json.Marshal(full)
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var got client.ExecResult
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("client.ExecResult misses a server field: %v", err)
-	}
-	back, _ := json.Marshal(got)
-	var a, c map[string]any
-	json.Unmarshal(b, &a)
-	json.Unmarshal(back, &c)
-	if !jsonEqual(a, c) {
-		t.Fatalf("round trip differs:\n%s\n%s", b, back)
-	}
-}
-
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
 }

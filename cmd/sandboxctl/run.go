@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
 )
 
@@ -81,7 +82,7 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		return usage(sio.err, "run: --lang is required (python or javascript)")
 	}
 
-	req := client.ExecRequest{Language: lang, Code: code, Artifacts: artifacts}
+	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts}
 	if timeout != -1 {
 		req.TimeoutMS = &timeout
 	}
@@ -126,7 +127,7 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		if err != nil {
 			return usage(sio.err, "run: --file %s: %v", ws, err)
 		}
-		req.Files = append(req.Files, client.File{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
+		req.Files = append(req.Files, api.ExecFile{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
 	}
 	if artifactsDir != "" && len(artifacts) == 0 {
 		return usage(sio.err, "run: --artifacts-dir needs at least one --artifact")
@@ -134,7 +135,7 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 
 	cl := client.New(socket)
 	var (
-		res *client.ExecResult
+		res *api.ExecResult
 		raw []byte
 	)
 	if session != "" {
@@ -173,7 +174,7 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 
 // exitCodeOf maps a result to sandboxctl's exit status and, when notes is
 // set, explains on stderr what the plain output does not show.
-func exitCodeOf(res *client.ExecResult, w io.Writer, notes bool) int {
+func exitCodeOf(res *api.ExecResult, w io.Writer, notes bool) int {
 	note := func(format string, args ...any) {
 		if notes {
 			fmt.Fprintf(w, "sandboxctl: "+format+"\n", args...)
@@ -232,7 +233,7 @@ func langFromExt(file string) string {
 // saveArtifacts writes artifacts below dir. The paths come from the server
 // and are checked anyway: through os.Root nothing can land outside dir, not
 // even via a symlink already in it, and existing files are not overwritten.
-func saveArtifacts(dir string, arts []client.Artifact) error {
+func saveArtifacts(dir string, arts []api.Artifact) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -250,7 +251,7 @@ func saveArtifacts(dir string, arts []client.Artifact) error {
 	return errors.Join(errs...)
 }
 
-func saveArtifact(root *os.Root, a client.Artifact) error {
+func saveArtifact(root *os.Root, a api.Artifact) error {
 	p := a.Path
 	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == ".." || strings.ContainsAny(p, "\\\x00") {
 		return errors.New("unsafe path; not written")

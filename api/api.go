@@ -1,0 +1,193 @@
+package api
+
+import "time"
+
+// ExecIDHeader carries the exec id on every answer of an exec endpoint,
+// refusals included, so a caller can find the audit records of a request
+// that never produced a result.
+const ExecIDHeader = "X-Sandboxd-Exec-Id"
+
+// RetryAfterHeader is sent with every limit_exceeded answer (seconds).
+const RetryAfterHeader = "Retry-After"
+
+// DefaultSocket is the supervisor's default socket.
+const DefaultSocket = "/run/sandboxd/sandboxd.sock"
+
+// The languages of ExecRequest.Language.
+const (
+	LanguagePython     = "python"
+	LanguageJavaScript = "javascript"
+)
+
+// NetworkNone is the only network mode: an own network namespace with only
+// loopback. "" means the same.
+const NetworkNone = "none"
+
+// ExecRequest is the body of POST /v1/exec and POST /v1/sessions/{id}/exec.
+// JSON null for a field equals its absence.
+type ExecRequest struct {
+	Language  string            `json:"language"`
+	Code      string            `json:"code"`
+	Stdin     string            `json:"stdin,omitempty"`
+	Files     []ExecFile        `json:"files,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	TimeoutMS *int64            `json:"timeout_ms,omitempty"`
+	Artifacts []string          `json:"artifacts,omitempty"`
+	Network   string            `json:"network,omitempty"`
+}
+
+// ExecFile is one file staged into the workspace before the run.
+type ExecFile struct {
+	Path          string `json:"path"`
+	ContentBase64 string `json:"content_base64,omitempty"`
+}
+
+// ExecResult is the 200 body of an exec. A payload that failed is a result,
+// not an API error.
+type ExecResult struct {
+	ID                 string            `json:"id"`
+	ExitCode           *int              `json:"exit_code"`
+	Signal             *string           `json:"signal"`
+	TimedOut           bool              `json:"timed_out"`
+	OOMKilled          bool              `json:"oom_killed"`
+	QuotaExceeded      bool              `json:"quota_exceeded"`
+	Stdout             string            `json:"stdout"`
+	Stderr             string            `json:"stderr"`
+	StdoutTruncated    bool              `json:"stdout_truncated"`
+	StderrTruncated    bool              `json:"stderr_truncated"`
+	DurationMS         int64             `json:"duration_ms"`
+	Usage              Usage             `json:"usage"`
+	Artifacts          []Artifact        `json:"artifacts"`
+	ArtifactsTruncated bool              `json:"artifacts_truncated"`
+	Policy             PolicyAttestation `json:"policy"`
+}
+
+// Usage is the payload's resource usage.
+type Usage struct {
+	CPUMS    int64 `json:"cpu_ms"`
+	MaxRSSKB int64 `json:"max_rss_kb"`
+}
+
+// Artifact is one collected output file; size, sha256 and content are of
+// the bytes actually read.
+type Artifact struct {
+	Path          string `json:"path"`
+	Size          int64  `json:"size"`
+	SHA256        string `json:"sha256"`
+	ContentBase64 string `json:"content_base64"`
+}
+
+// PolicyAttestation says what a run was held to; the same values are in
+// the exec's audit records.
+type PolicyAttestation struct {
+	ProfileSHA256 string `json:"profile_sha256"`
+	Limits        Limits `json:"limits"`
+	MountsSHA256  string `json:"mounts_sha256"`
+	HelperVersion string `json:"helper_version"`
+}
+
+// Limits are what one exec is held to, after clamping to the operator's
+// caps (package policy computes them; the type is here because the field
+// names are part of the wire contract).
+type Limits struct {
+	TimeoutMS        int64   `json:"timeout_ms"`
+	OutputLimitBytes int64   `json:"output_limit_bytes"` // per stream
+	TmpSizeBytes     int64   `json:"tmp_size_bytes"`
+	MemoryBytes      int64   `json:"memory_bytes"` // 0: ran without a cgroup
+	Pids             int64   `json:"pids"`         // 0: ran without a cgroup
+	CPUs             float64 `json:"cpus"`         // 0: ran without a cgroup
+	NoFile           uint64  `json:"nofile"`
+	FileSizeBytes    uint64  `json:"file_size_bytes"`
+}
+
+// Timeout returns the exec timeout as a duration.
+func (l Limits) Timeout() time.Duration { return time.Duration(l.TimeoutMS) * time.Millisecond }
+
+// Health is the body of GET /v1/health, ready (200) or not (503).
+type Health struct {
+	OK       bool         `json:"ok"`
+	Version  string       `json:"version"`
+	Checks   HealthChecks `json:"checks"`
+	Runtimes []string     `json:"runtimes"`
+}
+
+// CheckOK is the value of a check that passed.
+const CheckOK = "ok"
+
+// HealthChecks are the host checks of GET /v1/health. Each string is "ok"
+// or the reason it is not (with the fix); Cgroups is "v2", "v1" or "none"
+// and does not gate readiness.
+type HealthChecks struct {
+	Bwrap   string `json:"bwrap"`
+	Userns  string `json:"userns"`
+	Seccomp string `json:"seccomp"`
+	Helper  string `json:"helper"`
+	Cgroups string `json:"cgroups"`
+	Disk    string `json:"disk"`
+}
+
+// Ready reports whether every check that gates launches passed.
+func (h HealthChecks) Ready() bool {
+	return h.Bwrap == CheckOK && h.Userns == CheckOK && h.Seccomp == CheckOK && h.Helper == CheckOK && h.Disk == CheckOK
+}
+
+// Check is one named health check.
+type Check struct {
+	Name  string // the JSON name
+	Value string
+}
+
+// List returns the checks in the order API.md gives them.
+func (h HealthChecks) List() []Check {
+	return []Check{
+		{"bwrap", h.Bwrap}, {"userns", h.Userns}, {"seccomp", h.Seccomp},
+		{"helper", h.Helper}, {"cgroups", h.Cgroups}, {"disk", h.Disk},
+	}
+}
+
+// SessionCreateRequest is the (optional) body of POST /v1/sessions.
+type SessionCreateRequest struct {
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
+	Key        string `json:"key,omitempty"`
+}
+
+// MaxSessionKeyBytes bounds SessionCreateRequest.Key.
+const MaxSessionKeyBytes = 256
+
+// Session is the API's session object.
+type Session struct {
+	ID         string    `json:"id"`
+	Key        string    `json:"key,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	TTLSeconds int64     `json:"ttl_seconds"`
+	Restored   bool      `json:"restored"`
+	DiskBytes  int64     `json:"disk_bytes"`
+	Busy       bool      `json:"busy"`
+}
+
+// SessionList is the body of GET /v1/sessions, oldest first.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// FileInfo is one entry of a session's file listing.
+type FileInfo struct {
+	Path       string    `json:"path"`
+	Size       int64     `json:"size"`
+	Mode       string    `json:"mode"` // fs.FileMode notation
+	ModifiedAt time.Time `json:"modified_at"`
+}
+
+// FileList is the body of GET /v1/sessions/{id}/files, sorted by path.
+type FileList struct {
+	Files []FileInfo `json:"files"`
+}
+
+// Uploaded is the 201 body of PUT /v1/sessions/{id}/files/{path}.
+type Uploaded struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
