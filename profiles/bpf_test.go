@@ -280,7 +280,7 @@ var payloadDenied = []string{
 var payloadAllowed = []string{
 	"read", "write", "openat", "close", "mmap", "munmap", "mprotect", "brk", "futex", "clone", "execve", "wait4",
 	"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "rt_sigaction", "rt_sigprocmask", "getrandom",
-	"bind", "listen", "accept4", "connect", "sendto", "recvfrom", "socketpair", "pipe2", "eventfd2", "statx",
+	"bind", "listen", "accept4", "connect", "sendto", "recvfrom", "pipe2", "eventfd2", "statx",
 	"newfstatat", "getdents64", "madvise", "prlimit64", "sched_getaffinity", "rseq", "set_robust_list",
 	"sigaltstack", "exit_group", "getpid", "gettid", "uname", "ioctl", "fcntl", "dup3", "memfd_create",
 	"arch_prctl", "set_tid_address", "vfork", "pidfd_open",
@@ -343,17 +343,20 @@ func TestPayloadProgram(t *testing.T) {
 					check(name, seccompData{nr: nr}, enosys)
 				}
 			}
-			// socket: exactly Docker's domain allow-list, EPERM otherwise.
-			if nr, ok := a.nr("socket"); ok {
-				for dom := uint64(0); dom < 64; dom++ {
-					want := eperm
-					if dom < 3 || slices.Contains(dockerSocketDomains, dom) {
-						want = retAllow
-					}
-					check(fmt.Sprintf("socket(%d)", dom), seccompData{nr: nr, args: [6]uint64{dom}}, want)
+			// socket and socketpair: AF_UNIX; AF_INET and AF_INET6 with
+			// protocol 0, TCP or UDP; AF_NETLINK with NETLINK_ROUTE only.
+			// Other protocols of those: EPROTONOSUPPORT; every other
+			// family: EAFNOSUPPORT, on the full 64-bit register.
+			for _, name := range []string{"socket", "socketpair"} {
+				nr, ok := a.nr(name)
+				if !ok {
+					continue
 				}
-				if a.argMask == math.MaxUint64 {
-					check("socket(huge)", seccompData{nr: nr, args: [6]uint64{1 << 40}}, eperm)
+				for _, dom := range socketValues() {
+					for _, proto := range socketValues() {
+						want := wantSocket(dom, proto)
+						check(fmt.Sprintf("%s(%#x, _, %#x)", name, dom, proto), seccompData{nr: nr, args: [6]uint64{dom, unix.SOCK_STREAM, proto}}, want)
+					}
 				}
 			}
 			if nr, ok := a.nr("socketcall"); ok {
@@ -382,12 +385,42 @@ func TestPayloadProgram(t *testing.T) {
 	}
 }
 
-// dockerSocketDomains and dockerPersonalities restate Docker's allow-lists
+// dockerPersonalities restates Docker's personality allow-list
 // (moby/profiles/seccomp v0.3.0) independently of the generator.
-var (
-	dockerSocketDomains = []uint64{1, 2, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 21, 22, 24, 26, 27, 28, 29, 30, 31, 32, 33, 35, 36, 39, 41, 42, 43, 44, 45}
-	dockerPersonalities = []uint64{0, 0x8, 0x20000, 0x20008, 0xffffffff}
-)
+var dockerPersonalities = []uint64{0, 0x8, 0x20000, 0x20008, 0xffffffff}
+
+// wantSocket restates the payload's socket rules independently of the
+// generator (profiles/internal/gen socketFamilies).
+func wantSocket(family, protocol uint64) uint32 {
+	switch family {
+	case unix.AF_UNIX:
+		return retAllow
+	case unix.AF_INET, unix.AF_INET6:
+		if protocol == 0 || protocol == unix.IPPROTO_TCP || protocol == unix.IPPROTO_UDP {
+			return retAllow
+		}
+		return errnoRet(unix.EPROTONOSUPPORT)
+	case unix.AF_NETLINK:
+		if protocol == unix.NETLINK_ROUTE {
+			return retAllow
+		}
+		return errnoRet(unix.EPROTONOSUPPORT)
+	}
+	return errnoRet(unix.EAFNOSUPPORT)
+}
+
+// socketValues are every family number up to past AF_MAX, protocol numbers
+// that autoload modules (SCTP 132, L2TP 115, MPTCP 262, DCCP 33, SMC 256),
+// and values whose low 32 bits are an allowed one.
+func socketValues() []uint64 {
+	var vs []uint64
+	for v := range uint64(70) {
+		vs = append(vs, v)
+	}
+	vs = append(vs, 115, 132, 255, 256, 262, 0xffffffff, 1<<32, 1<<32|1, 1<<32|2, 1<<32|6, 1<<32|10, 1<<32|16, 1<<32|17,
+		1<<63|1, math.MaxUint64, math.MaxUint64-1)
+	return vs
+}
 
 // personalityValues returns the allowed values, their neighbours, every
 // power of two and its neighbours, and random values.

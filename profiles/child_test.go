@@ -271,6 +271,9 @@ const (
 	addrNoRandomize = 0x0040000 // personality(2) ADDR_NO_RANDOMIZE
 )
 
+// pairFDs receives socketpair's two fds (a probe child never closes them).
+var pairFDs [2]int32
+
 func probes() []probe {
 	pid := uintptr(os.Getpid())
 	cloneNS := func(flag uintptr, key string) probe {
@@ -325,6 +328,15 @@ func probes() []probe {
 		{key: "socket(AF_ALG)", name: "socket", args: [6]uintptr{unix.AF_ALG, unix.SOCK_SEQPACKET}, baseline: true, closeFD: true},
 		{key: "socket(AF_INET)", name: "socket", args: [6]uintptr{unix.AF_INET, unix.SOCK_STREAM}, baseline: true, closeFD: true},
 		{key: "socket(AF_UNIX)", name: "socket", args: [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM}, baseline: true, closeFD: true},
+		{key: "socket(AF_PACKET)", name: "socket", args: [6]uintptr{unix.AF_PACKET, unix.SOCK_DGRAM}, baseline: true, closeFD: true},
+		{key: "socket(AF_INET6, UDP)", name: "socket", args: [6]uintptr{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDP}, baseline: true, closeFD: true},
+		{key: "socket(AF_NETLINK, ROUTE)", name: "socket", args: [6]uintptr{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}, baseline: true, closeFD: true},
+		{key: "socket(AF_INET, SCTP)", name: "socket", args: [6]uintptr{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP}, baseline: true, closeFD: true},
+		{key: "socket(AF_NETLINK, SOCK_DIAG)", name: "socket", args: [6]uintptr{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_SOCK_DIAG}, baseline: true, closeFD: true},
+		// socketpair reaches the family's create function (and module
+		// autoload) too; the pair's fds are not closed (a probe child).
+		{key: "socketpair(AF_UNIX)", name: "socketpair", args: [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM, 0, uintptr(unsafe.Pointer(&pairFDs[0]))}, baseline: true},
+		{key: "socketpair(AF_VSOCK)", name: "socketpair", args: [6]uintptr{unix.AF_VSOCK, unix.SOCK_STREAM, 0, uintptr(unsafe.Pointer(&pairFDs[0]))}, baseline: true},
 		cloneNS(unix.CLONE_NEWNS, "clone(CLONE_NEWNS)"),
 		cloneNS(unix.CLONE_NEWUSER, "clone(CLONE_NEWUSER)"),
 		cloneNS(unix.CLONE_NEWPID, "clone(CLONE_NEWPID)"),

@@ -9,7 +9,12 @@
 //   - payload.json: the filter bubblewrap applies to the sandboxed payload,
 //     Docker's default profile resolved for a process with no capabilities
 //     and tightened (namespaces, mounts, ptrace, bpf, keyrings, io_uring, ...
-//     answer EPERM; syscalls the profile does not know answer ENOSYS).
+//     answer EPERM; syscalls the profile does not know answer ENOSYS). Its
+//     socket list is sandboxd's own, not Docker's: socket and socketpair
+//     only for AF_UNIX, AF_INET/AF_INET6 (protocol 0, TCP, UDP) and
+//     AF_NETLINK with NETLINK_ROUTE; every other family answers
+//     EAFNOSUPPORT and every other protocol EPROTONOSUPPORT, so a payload
+//     cannot make the kernel load a protocol module.
 //   - kubernetes-worker.json: the Localhost profile for the supervisor's
 //     container, Docker's default plus only what nsinit and bubblewrap need
 //     to build a sandbox.

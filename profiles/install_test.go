@@ -36,6 +36,9 @@ func TestPayloadBehaviour(t *testing.T) {
 		eperm  = int(unix.EPERM)
 		enosys = int(unix.ENOSYS)
 		ok     = 0
+		// The payload's socket families and protocols (M2).
+		eafnosupport    = int(unix.EAFNOSUPPORT)
+		eprotonosupport = int(unix.EPROTONOSUPPORT)
 	)
 	want := map[string]int{
 		"unshare(CLONE_NEWUSER)": eperm, "unshare(CLONE_NEWNS)": eperm, "setns": eperm,
@@ -52,8 +55,10 @@ func TestPayloadBehaviour(t *testing.T) {
 		"kexec_load": eperm, "init_module": eperm, "finit_module": eperm,
 		"delete_module": eperm, "acct": eperm,
 		"personality(ADDR_NO_RANDOMIZE)": eperm, "personality(query)": ok,
-		"socket(AF_VSOCK)": eperm, "socket(AF_ALG)": eperm,
-		"socket(AF_INET)": ok, "socket(AF_UNIX)": ok,
+		"socket(AF_VSOCK)": eafnosupport, "socket(AF_ALG)": eafnosupport, "socket(AF_PACKET)": eafnosupport,
+		"socket(AF_INET)": ok, "socket(AF_UNIX)": ok, "socket(AF_INET6, UDP)": ok, "socket(AF_NETLINK, ROUTE)": ok,
+		"socket(AF_INET, SCTP)": eprotonosupport, "socket(AF_NETLINK, SOCK_DIAG)": eprotonosupport,
+		"socketpair(AF_UNIX)": ok, "socketpair(AF_VSOCK)": eafnosupport,
 		"clone(CLONE_NEWNS)": eperm, "clone(CLONE_NEWUSER)": eperm, "clone(CLONE_NEWPID)": eperm,
 		"clone(CLONE_NEWNET)": eperm, "clone(CLONE_NEWIPC)": eperm, "clone(CLONE_NEWUTS)": eperm,
 		"clone(CLONE_NEWCGROUP)": eperm,
@@ -93,6 +98,15 @@ func TestPayloadBehaviour(t *testing.T) {
 					}
 				}
 			}
+			// The family and protocol answers imitate a kernel without
+			// them; at least some must differ from this kernel's own.
+			var fromFilter []string
+			for key, before := range rep.Before {
+				if w := want[key]; (w == eafnosupport || w == eprotonosupport) && before != w {
+					fromFilter = append(fromFilter, key)
+				}
+			}
+			isTrue(t, len(fromFilter) >= 2, "only %v answer differently without the filter", fromFilter)
 			for _, key := range []string{"ustat", "sysfs", "move_pages"} {
 				if _, ok := rep.Before[key]; ok && !slices.Contains(absentNative, key) {
 					return // at least one real syscall turned into ENOSYS by the filter

@@ -13,6 +13,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -92,6 +93,10 @@ func sortedKeys[V any](m map[string]V) []string {
 var (
 	enosys = uint(unix.ENOSYS)
 	eperm  = uint(unix.EPERM)
+	// What a kernel built without an address family, or without an IP or
+	// netlink protocol, answers: programs fall back from both.
+	eafnosupport    = uint(unix.EAFNOSUPPORT)
+	eprotonosupport = uint(unix.EPROTONOSUPPORT)
 )
 
 // payloadDenies are the syscalls the payload must never make, each group
@@ -191,12 +196,20 @@ func Payload() (*mobyseccomp.Seccomp, error) {
 		return nil, err
 	}
 	p.Syscalls = append(p.Syscalls, cloneRules...)
-	for _, name := range []string{"personality", "socket"} {
-		rules, err := complementDenies(p, name, 0)
-		if err != nil {
-			return nil, err
-		}
-		p.Syscalls = append(p.Syscalls, rules...)
+	rules, err := complementDenies(p, "personality", 0)
+	if err != nil {
+		return nil, err
+	}
+	p.Syscalls = append(p.Syscalls, rules...)
+
+	// socket and socketpair: sandboxd's own family and protocol list
+	// replaces Docker's (see socketRules).
+	p.Syscalls, err = withoutDockerSocketRules(p.Syscalls)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"socket", "socketpair"} {
+		p.Syscalls = append(p.Syscalls, socketRules(name)...)
 	}
 	return p, nil
 }
@@ -576,4 +589,136 @@ func equalErrno(a, b *uint) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// ---------------------------------------------------------------------------
+// Socket families and protocols of the payload.
+
+// Docker's profile allows about 30 address families (its container list:
+// RDS, TIPC, RXRPC, SMC, KCM, X.25, CAN, Bluetooth, PPPoX, QIPCRTR, MCTP,
+// NETLINK with any protocol, ...). socket(2) and socketpair(2) on a family
+// or an IP protocol the kernel has not registered make it call
+// request_module("net-pf-N") or ("net-pf-N-proto-P-type-T") for an
+// unprivileged caller, and the family's create function runs either way:
+// modules that have been a steady source of privilege escalations
+// (CVE-2010-3904 RDS, CVE-2017-6074 DCCP, CVE-2016-10200 L2TP,
+// CVE-2021-43267 and CVE-2022-0435 TIPC). A Python or JavaScript payload on
+// a loopback-only network needs none of them.
+//
+// Allowed, for socket and socketpair alike:
+//   - AF_UNIX, any type and protocol (the kernel checks the protocol itself
+//     and loads nothing);
+//   - AF_INET and AF_INET6 with protocol 0, IPPROTO_TCP or IPPROTO_UDP, the
+//     values libc's getaddrinfo and libuv pass. SOCK_RAW stays refused by
+//     the kernel: the network namespace belongs to the initial user
+//     namespace, where the payload has no CAP_NET_RAW;
+//   - AF_NETLINK with NETLINK_ROUTE only. Node's os.networkInterfaces()
+//     (libuv uv_interface_addresses, glibc getifaddrs) and Python's
+//     socket.if_nameindex() fail without it; getaddrinfo, also with
+//     AI_ADDRCONFIG, does not need it (glibc's __check_pf assumes both IPv4
+//     and IPv6 when the netlink socket fails). Every rtnetlink request that
+//     changes something needs CAP_NET_ADMIN over that same initial user
+//     namespace, so the payload can only read lo's state.
+//
+// Everything else answers what a kernel without the family or protocol
+// says: EAFNOSUPPORT for a family, EPROTONOSUPPORT for a protocol of an
+// allowed family. All comparisons are on the full 64-bit register, so a
+// family or protocol with stray upper bits (which the kernel would truncate
+// to an allowed int) is refused, never allowed.
+const (
+	ipprotoTCP   = 6  // IPPROTO_TCP
+	ipprotoUDP   = 17 // IPPROTO_UDP
+	netlinkRoute = 0  // NETLINK_ROUTE
+)
+
+var protocolNames = map[uint64]string{0: "0 (the family's default; NETLINK_ROUTE for AF_NETLINK)", ipprotoTCP: "6 (IPPROTO_TCP)", ipprotoUDP: "17 (IPPROTO_UDP)"}
+
+// socketFamilies lists the allowed families with their allowed protocols
+// (argument 2); nil means any protocol.
+var socketFamilies = []struct {
+	name      string
+	family    uint64
+	protocols []uint64
+}{
+	{"AF_UNIX", unix.AF_UNIX, nil},
+	{"AF_INET", unix.AF_INET, []uint64{0, ipprotoTCP, ipprotoUDP}},
+	{"AF_INET6", unix.AF_INET6, []uint64{0, ipprotoTCP, ipprotoUDP}},
+	{"AF_NETLINK", unix.AF_NETLINK, []uint64{netlinkRoute}},
+}
+
+// withoutDockerSocketRules removes Docker's socket rules (one allow rule
+// per family, checked to be exactly that) and socketpair from Docker's
+// unconditional allow list.
+func withoutDockerSocketRules(in []*mobyseccomp.Syscall) ([]*mobyseccomp.Syscall, error) {
+	var out []*mobyseccomp.Syscall
+	found := false
+	for _, s := range in {
+		switch {
+		case slices.Contains(s.Names, "socket"):
+			if len(s.Names) != 1 || s.Action != specs.ActAllow || len(s.Args) != 1 || s.Args[0].Index != 0 {
+				return nil, fmt.Errorf("unexpected socket rule in the base profile: %+v", s.LinuxSyscall)
+			}
+			found = true
+			continue
+		case slices.Contains(s.Names, "socketpair"):
+			if len(s.Args) != 0 || s.Action != specs.ActAllow {
+				return nil, fmt.Errorf("unexpected socketpair rule in the base profile: %+v", s.LinuxSyscall)
+			}
+			c := *s
+			c.Names = slices.DeleteFunc(slices.Clone(s.Names), func(n string) bool { return n == "socketpair" })
+			if len(c.Names) > 0 {
+				out = append(out, &c)
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	if !found {
+		return nil, errors.New("no socket rule in the base profile")
+	}
+	return out, nil
+}
+
+// socketRules returns the rules of syscall name (socket or socketpair,
+// which take family and protocol as arguments 0 and 2): the allow rules of
+// socketFamilies, EPROTONOSUPPORT for the other protocols of an allowed
+// family and EAFNOSUPPORT for every other family. The rules are disjoint,
+// so their order does not matter to libseccomp.
+func socketRules(name string) []*mobyseccomp.Syscall {
+	rule := func(action specs.LinuxSeccompAction, errno *uint, comment string, args ...specs.LinuxSeccompArg) *mobyseccomp.Syscall {
+		return &mobyseccomp.Syscall{
+			LinuxSyscall: specs.LinuxSyscall{Names: []string{name}, Action: action, ErrnoRet: errno, Args: args},
+			Comment:      comment,
+		}
+	}
+	var out []*mobyseccomp.Syscall
+	var families []interval
+	for _, f := range socketFamilies {
+		fam := specs.LinuxSeccompArg{Index: 0, Value: f.family, Op: specs.OpEqualTo}
+		families = append(families, interval{f.family, f.family})
+		if f.protocols == nil {
+			out = append(out, rule(specs.ActAllow, nil, fmt.Sprintf("sandboxd: %s, %s", name, f.name), fam))
+			continue
+		}
+		var protos []interval
+		for _, p := range f.protocols {
+			protos = append(protos, interval{p, p})
+			out = append(out, rule(specs.ActAllow, nil, fmt.Sprintf("sandboxd: %s, %s, protocol %s", name, f.name, protocolNames[p]),
+				fam, specs.LinuxSeccompArg{Index: 2, Value: p, Op: specs.OpEqualTo}))
+		}
+		for _, gap := range complement(protos) {
+			for _, arg := range coverInterval(gap, 2) {
+				out = append(out, rule(specs.ActErrno, &eprotonosupport,
+					fmt.Sprintf("sandboxd: %s, %s, protocol in %s: EPROTONOSUPPORT, as a kernel without it (no module autoload)", name, f.name, describe(arg)),
+					fam, arg))
+			}
+		}
+	}
+	for _, gap := range complement(families) {
+		for _, arg := range coverInterval(gap, 0) {
+			out = append(out, rule(specs.ActErrno, &eafnosupport,
+				fmt.Sprintf("sandboxd: %s, family in %s: EAFNOSUPPORT, as a kernel without it (no module autoload)", name, describe(arg)), arg))
+		}
+	}
+	return out
 }
