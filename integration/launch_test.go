@@ -1,18 +1,28 @@
 package integration
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/profiles"
 )
 
 func TestRuntimesEndToEnd(t *testing.T) {
@@ -176,28 +186,96 @@ func TestI2HelperHoldsNoHostCapability(t *testing.T) {
 	}
 }
 
+// deniedProbe defines probe_denied(): it makes each syscall the payload
+// must never make, each in a child of its own (so that one which succeeds
+// without a filter, such as unshare(0) or userfaultfd, cannot change what
+// the next one sees), and returns the errno name of each, or "ok".
+//
+// The arguments are chosen so that the kernel itself would NOT answer EPERM
+// for a process without capabilities: a path that does not exist (ENOENT,
+// looked up before the capability check), an unmapped address (EFAULT), a
+// bad fd (EBADF), invalid flags (EINVAL), no such pid (ESRCH), or arguments
+// that succeed. With all-zero arguments about ten of them answered EPERM
+// from the kernel even with no filter, so the check proved nothing.
+// TestI3PayloadConfinement runs the same probe without a filter to show it.
+// x86_64 syscall numbers.
+const deniedProbe = `
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+BAD = 8  # an unmapped address
+NOPE = b'/nonexistent-sandboxd-probe'
+def sysc(nr, *args):
+    conv = [ctypes.c_char_p(a) if isinstance(a, bytes) else ctypes.c_long(a) for a in args]
+    r = libc.syscall(ctypes.c_long(nr), *conv)
+    return 0 if r >= 0 else ctypes.get_errno()
+def isolated(nr, *args):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(sysc(nr, *args))
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_FS, SIGCHLD = 0x10000000, 0x00020000, 0x200, 17
+DENIED = {
+    'unshare(0)': (272, 0),
+    'unshare(CLONE_NEWUSER)': (272, CLONE_NEWUSER),
+    'setns(-1)': (308, -1, 0),
+    'mount(nonexistent target)': (165, b'none', NOPE, b'tmpfs', 0, 0),
+    'umount2(nonexistent)': (166, NOPE, 0),
+    'pivot_root(nonexistent)': (155, NOPE, NOPE),
+    'ptrace(PEEKDATA, no such pid)': (101, 2, 0x3fffffff, 0, 0),
+    'process_vm_readv(bad flags)': (310, 1, 0, 0, 0, 0, 1),
+    'bpf(bad attr)': (321, 0, BAD, 8),
+    'keyctl(bad op)': (250, -1, 0, 0, 0, 0),
+    'add_key(bad type)': (248, BAD, 0, 0, 0, 0),
+    'request_key(bad type)': (249, BAD, 0, 0, 0),
+    'perf_event_open(bad attr)': (298, BAD, 0, -1, -1, 0),
+    'userfaultfd(UFFD_USER_MODE_ONLY)': (323, 1 | 0o2000000),
+    'io_uring_setup(bad params)': (425, 1, BAD),
+    'io_uring_enter(-1)': (426, -1, 0, 0, 0, 0, 0),
+    'io_uring_register(-1)': (427, -1, 0, 0, 0),
+    'kexec_load': (246, 0, 0, 0, 0),
+    'init_module': (175, 0, 0, 0),
+    'finit_module(-1)': (313, -1, 0, 0),
+    'delete_module(bad name)': (176, BAD, 0),
+    'open_by_handle_at(-1)': (304, -1, BAD, 0),
+    'name_to_handle_at(bad)': (303, -100, BAD, BAD, BAD, 0),
+    'chroot(nonexistent)': (161, NOPE),
+    'swapon(bad flags)': (167, NOPE, 0x40000000),
+    'settimeofday(bad tz)': (164, 0, BAD),
+    'clock_settime(bad ts)': (227, 0, BAD),
+    'adjtimex(bad)': (159, BAD),
+    'clone(CLONE_NEWNS|CLONE_FS)': (56, CLONE_NEWNS | CLONE_FS | SIGCHLD, 0, 0, 0, 0),
+    'clone(CLONE_NEWUSER|CLONE_FS)': (56, CLONE_NEWUSER | CLONE_FS | SIGCHLD, 0, 0, 0, 0),
+}
+def probe_denied():
+    out = {}
+    for name, (nr, *args) in DENIED.items():
+        e = isolated(nr, *args)
+        out[name] = 'ok' if e == 0 else errno.errorcode.get(e, str(e))
+    return out
+`
+
+// kernelRefusesFirst are the denied syscalls for which the kernel checks a
+// capability of the initial user namespace before it reads any argument,
+// or which a host may lack or forbid outright (unprivileged user
+// namespaces): no argument makes them answer anything but EPERM (or ENOSYS
+// on a kernel without them) without the filter. For them the proof is the
+// installed filter itself: it is byte for byte the program compiled from
+// payload.json, whose verdicts profiles.TestPayloadProgram checks.
+var kernelRefusesFirst = map[string]bool{
+	"pivot_root(nonexistent)": true, "kexec_load": true, "init_module": true,
+	"finit_module(-1)": true, "delete_module(bad name)": true, "unshare(CLONE_NEWUSER)": true,
+}
+
 // payloadProbe is a Python program that reports what the payload can see
 // and do, as JSON.
-const payloadProbe = `
-import ctypes, errno, json, os, socket
-libc = ctypes.CDLL(None, use_errno=True)
+const payloadProbe = deniedProbe + `
+import json, socket
 def status():
     out = {}
     for line in open('/proc/self/status'):
         k, _, v = line.partition(':')
         out[k] = v.strip()
     return out
-def sysc(nr, *args):
-    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
-    return 0 if r >= 0 else ctypes.get_errno()
-NR = dict(unshare=272, setns=308, mount=165, umount2=166, pivot_root=155, ptrace=101, bpf=321,
-          keyctl=250, add_key=248, request_key=249, perf_event_open=298, userfaultfd=323,
-          io_uring_setup=425, kexec_load=246, init_module=175, finit_module=313,
-          open_by_handle_at=304, chroot=161)
-CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
-denied = {name: sysc(nr, 0, 0, 0, 0, 0) for name, nr in NR.items()}
-denied['unshare(CLONE_NEWUSER)'] = sysc(272, CLONE_NEWUSER)
-denied['clone(CLONE_NEWNS)'] = sysc(56, CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0)
 st = status()
 fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
 print(json.dumps({
@@ -208,7 +286,7 @@ print(json.dumps({
   'links': sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]),
   'root': sorted(os.listdir('/')),
   'fds': fds,
-  'denied': {k: errno.errorcode.get(v, v) for k, v in denied.items()},
+  'denied': probe_denied(),
   'unknown_syscall': errno.errorcode.get(sysc(1000), 'ok'),
   'environ': open('/proc/self/environ').read().split('\0')[:-1],
   'pid1_environ': open('/proc/1/environ').read().split('\0')[:-1],
@@ -296,9 +374,15 @@ func TestI3PayloadConfinement(t *testing.T) {
 			t.Errorf("%s: %s, want EPERM", name, e)
 		}
 	}
-	if len(v.Denied) < 20 {
+	if len(v.Denied) < 25 {
 		t.Errorf("only %d denied syscalls checked", len(v.Denied))
 	}
+	t.Run("denied syscalls answer otherwise without the filter", func(t *testing.T) {
+		checkDeniedProbeUnfiltered(t, in, v.Denied)
+	})
+	t.Run("the installed filter is the compiled payload profile", func(t *testing.T) {
+		checkInstalledFilter(t, in, s)
+	})
 	if v.UnknownSyscall != "ENOSYS" {
 		t.Errorf("unknown syscall answered %s, want ENOSYS", v.UnknownSyscall)
 	}
@@ -619,5 +703,322 @@ func TestSandboxctlRun(t *testing.T) {
 	}
 	if out, _, code := ctl("--lang", "python", "--json", "-c", "print(2)"); code != 0 || !strings.Contains(out, `"stdout"`) {
 		t.Fatalf("--json: %q exit %d", out, code)
+	}
+}
+
+// checkDeniedProbeUnfiltered runs deniedProbe as the service user, without
+// namespaces, capabilities or seccomp filter, and requires every call that
+// answered EPERM in the sandbox to answer something else there: the EPERM
+// came from the filter, not from the kernel's own checks. The few the
+// kernel refuses before reading an argument (kernelRefusesFirst) are
+// covered by checkInstalledFilter.
+func checkDeniedProbeUnfiltered(t *testing.T, in *installation, filtered map[string]string) {
+	code := deniedProbe + `
+import json
+seccomp = [l.split(':')[1].strip() for l in open('/proc/self/status') if l.startswith('Seccomp:')][0]
+print(json.dumps({'seccomp': seccomp, 'denied': probe_denied()}))
+`
+	cmd := exec.Command("/usr/bin/python3", "-c", code)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
+		Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("unfiltered probe: %v: %s", err, out)
+	}
+	var ref struct {
+		Seccomp string
+		Denied  map[string]string
+	}
+	if err := json.Unmarshal(out, &ref); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if ref.Seccomp != "0" {
+		t.Fatalf("reference run has Seccomp %s: it must run without any filter", ref.Seccomp)
+	}
+	if len(ref.Denied) != len(filtered) {
+		t.Fatalf("reference ran %d probes, the payload %d", len(ref.Denied), len(filtered))
+	}
+	discriminating := 0
+	for name, e := range ref.Denied {
+		switch {
+		case e != "EPERM":
+			discriminating++
+		case kernelRefusesFirst[name]:
+			t.Logf("%s: EPERM from the kernel itself here; proven by the installed filter instead", name)
+		default:
+			t.Errorf("%s answers EPERM without the filter too: the probe cannot tell the filter's answer from the kernel's", name)
+		}
+		t.Logf("%-34s unfiltered %-12s sandbox %s", name, e, filtered[name])
+	}
+	if discriminating < len(ref.Denied)-len(kernelRefusesFirst) {
+		t.Errorf("only %d of %d probes discriminate", discriminating, len(ref.Denied))
+	}
+}
+
+// checkInstalledFilter reads the seccomp filter of a live payload from
+// outside (PTRACE_SECCOMP_GET_FILTER, which needs CAP_SYS_ADMIN: the test
+// runs as root) and requires exactly one filter, byte for byte the program
+// the helper attested (bpf_sha256 of its seccomp record) and the program
+// profiles compiles from the installed payload.json. So every verdict
+// profiles.TestPayloadProgram checks on that program is the payload's.
+func checkInstalledFilter(t *testing.T, in *installation, s *supervisor) {
+	done := make(chan execResult, 1)
+	go func() { done <- s.exec(py("import time; time.sleep(4)")) }()
+	pid := waitForPayload(t, in, 10*time.Second)
+	if n := statusField(t, pid, "Seccomp_filters"); n != "1" {
+		t.Errorf("payload has %s seccomp filters, want 1", n)
+	}
+	filters, err := seccompFilters(pid)
+	if err != nil {
+		t.Fatalf("read the payload's filters: %v", err)
+	}
+	r := <-done
+	if len(filters) != 1 {
+		t.Fatalf("payload has %d filters, want 1", len(filters))
+	}
+	installed := sha256.Sum256(filters[0])
+	got := hex.EncodeToString(installed[:])
+
+	p, err := profiles.Load(in.path("etc/profiles/payload.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := p.BPF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := sha256.Sum256(prog)
+	if want := hex.EncodeToString(compiled[:]); got != want {
+		t.Errorf("installed filter sha256 %s (%d insns), compiled payload.json %s (%d insns)", got, len(filters[0])/8, want, len(prog)/8)
+	}
+	facts := helperRecords(t, s, r.ID)["seccomp"]
+	if att, _ := facts["bpf_sha256"].(string); att != got {
+		t.Errorf("installed filter sha256 %s, the helper attested %q", got, att)
+	}
+	t.Logf("installed filter: %d instructions, sha256 %s", len(filters[0])/8, got)
+}
+
+// waitForPayload returns the pid of the service user's python3 process
+// that runs under a seccomp filter.
+func waitForPayload(t *testing.T, in *installation, timeout time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			if err != nil {
+				continue
+			}
+			st := string(b)
+			if strings.HasPrefix(st, "Name:\tpython3\n") && strings.Contains(st, fmt.Sprintf("\nUid:\t%d\t", in.uid)) &&
+				strings.Contains(st, "\nSeccomp:\t2\n") {
+				return pid
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no filtered python3 payload of the service user appeared")
+	return 0
+}
+
+// seccompFilters returns the classic BPF programs of pid's seccomp filters,
+// the most recently installed first. It stops pid for the time it takes.
+func seccompFilters(pid int) ([][]byte, error) {
+	// ptrace requests must come from the thread that attached.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.PtraceSeize(pid); err != nil {
+		return nil, fmt.Errorf("PTRACE_SEIZE: %w", err)
+	}
+	defer unix.PtraceDetach(pid)
+	if err := unix.PtraceInterrupt(pid); err != nil {
+		return nil, fmt.Errorf("PTRACE_INTERRUPT: %w", err)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+		return nil, fmt.Errorf("wait for the ptrace stop: %w", err)
+	}
+	var out [][]byte
+	for i := 0; ; i++ {
+		n, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SECCOMP_GET_FILTER, uintptr(pid), uintptr(i), 0, 0, 0)
+		if e == unix.ENOENT {
+			return out, nil
+		}
+		if e != 0 {
+			return nil, fmt.Errorf("PTRACE_SECCOMP_GET_FILTER %d: %w", i, e)
+		}
+		buf := make([]byte, n*8) // struct sock_filter
+		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SECCOMP_GET_FILTER, uintptr(pid), uintptr(i),
+			uintptr(unsafe.Pointer(&buf[0])), 0, 0); e != 0 {
+			return nil, fmt.Errorf("PTRACE_SECCOMP_GET_FILTER %d: %w", i, e)
+		}
+		out = append(out, buf)
+	}
+}
+
+// socketProbe tries socket(2) on every address family number from 0 past
+// AF_MAX (45, AF_MCTP, on Linux 6.x) and on values whose low 32 bits name
+// an allowed family, a few protocols that autoload modules, socketpair,
+// and then uses what is allowed: TCP and UDP echo over loopback (IPv4 and
+// IPv6), an AF_UNIX socketpair, and an rtnetlink interface list.
+const socketProbe = `
+import ctypes, errno, json, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+SOCKET, SOCKETPAIR = 41, 53
+def call(nr, fam, typ, proto):
+    pair = (ctypes.c_int * 2)()
+    args = [ctypes.c_long(fam), ctypes.c_long(typ), ctypes.c_long(proto)]
+    if nr == SOCKETPAIR:
+        args.append(pair)
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    if r < 0:
+        e = ctypes.get_errno()
+        return errno.errorcode.get(e, str(e))
+    if nr == SOCKETPAIR:
+        os.close(pair[0]); os.close(pair[1])
+    else:
+        os.close(r)
+    return 'ok'
+out = {'families': {}, 'protocols': {}, 'works': {}}
+for fam in list(range(64)) + [1 << 32 | 1, 1 << 32 | 2, 1 << 32 | 10, 1 << 32 | 16]:
+    out['families'][str(fam)] = call(SOCKET, fam, socket.SOCK_DGRAM, 0)
+P = out['protocols']
+P['AF_INET/STREAM/SCTP'] = call(SOCKET, 2, socket.SOCK_STREAM, 132)
+P['AF_INET6/STREAM/SCTP'] = call(SOCKET, 10, socket.SOCK_STREAM, 132)
+P['AF_INET/DGRAM/L2TP'] = call(SOCKET, 2, socket.SOCK_DGRAM, 115)
+P['AF_INET/STREAM/MPTCP'] = call(SOCKET, 2, socket.SOCK_STREAM, 262)
+P['AF_INET/DGRAM/ICMP'] = call(SOCKET, 2, socket.SOCK_DGRAM, 1)
+P['AF_INET/STREAM/TCP'] = call(SOCKET, 2, socket.SOCK_STREAM, 6)
+P['AF_INET6/DGRAM/UDP'] = call(SOCKET, 10, socket.SOCK_DGRAM, 17)
+P['AF_INET/STREAM/TCP+2^32'] = call(SOCKET, 2, socket.SOCK_STREAM, 1 << 32 | 6)
+P['AF_NETLINK/RAW/ROUTE'] = call(SOCKET, 16, socket.SOCK_RAW, 0)
+P['AF_NETLINK/RAW/SOCK_DIAG'] = call(SOCKET, 16, socket.SOCK_RAW, 4)
+P['AF_NETLINK/RAW/NETFILTER'] = call(SOCKET, 16, socket.SOCK_RAW, 12)
+P['socketpair(AF_UNIX)'] = call(SOCKETPAIR, 1, socket.SOCK_STREAM, 0)
+P['socketpair(AF_INET)'] = call(SOCKETPAIR, 2, socket.SOCK_STREAM, 0)
+P['socketpair(AF_TIPC)'] = call(SOCKETPAIR, 30, socket.SOCK_STREAM, 0)
+P['socketpair(AF_PACKET)'] = call(SOCKETPAIR, 17, socket.SOCK_DGRAM, 0)
+W = out['works']
+def attempt(name, f):
+    try:
+        W[name] = f()
+    except Exception as e:
+        W[name] = 'error: %r' % e
+def tcp_echo(family, host):
+    with socket.socket(family, socket.SOCK_STREAM) as srv:
+        srv.bind((host, 0)); srv.listen()
+        with socket.create_connection(srv.getsockname()[:2]) as c:
+            a, _ = srv.accept()
+            c.sendall(b'ping'); a.sendall(a.recv(4)); a.close()
+            return c.recv(4).decode()
+def udp_echo():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
+        a.bind(('127.0.0.1', 0)); b.sendto(b'ping', a.getsockname())
+        return a.recv(4).decode()
+def unix_pair():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.sendall(b'ping'); r = b.recv(4).decode(); a.close(); b.close()
+    return r
+attempt('tcp4', lambda: tcp_echo(socket.AF_INET, '127.0.0.1'))
+attempt('tcp6', lambda: tcp_echo(socket.AF_INET6, '::1'))
+# getaddrinfo with AI_ADDRCONFIG asks rtnetlink which addresses exist (the
+# sandbox has no /etc/hosts, so a numeric host).
+attempt('tcp_getaddrinfo', lambda: tcp_echo(socket.AF_INET, socket.getaddrinfo('127.0.0.1', 0, 0, socket.SOCK_STREAM, 0, socket.AI_ADDRCONFIG)[0][4][0]))
+attempt('udp4', udp_echo)
+attempt('unix_socketpair', unix_pair)
+attempt('if_nameindex', lambda: [n for _, n in socket.if_nameindex()])
+print(json.dumps(out))
+`
+
+// TestI3SocketFamilies: from inside a real payload, socket(2) answers
+// EAFNOSUPPORT for every address family but AF_UNIX, AF_INET, AF_INET6 and
+// AF_NETLINK (NETLINK_ROUTE only), EPROTONOSUPPORT for protocols that would
+// load a module, and what is allowed still works, in Python and in Node
+// (issue 9 item 4, security review M2).
+func TestI3SocketFamilies(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	r := s.exec(py(socketProbe))
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("probe failed: exit %v stderr %s", r.ExitCode, r.Stderr)
+	}
+	var v struct {
+		Families, Protocols map[string]string
+		Works               map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil {
+		t.Fatalf("decode %q: %v", r.Stdout, err)
+	}
+	allowed := map[string]bool{"1": true, "2": true, "10": true, "16": true}
+	if len(v.Families) < 64 {
+		t.Fatalf("only %d families probed", len(v.Families))
+	}
+	fams := make([]string, 0, len(v.Families))
+	for fam := range v.Families {
+		fams = append(fams, fam)
+	}
+	slices.SortFunc(fams, func(a, b string) int {
+		x, _ := strconv.ParseUint(a, 10, 64)
+		y, _ := strconv.ParseUint(b, 10, 64)
+		return cmp.Compare(x, y)
+	})
+	for _, fam := range fams {
+		got := v.Families[fam]
+		want := "EAFNOSUPPORT"
+		if allowed[fam] {
+			want = "ok"
+		}
+		if got != want {
+			t.Errorf("socket(%s, SOCK_DGRAM, 0): %s, want %s", fam, got, want)
+		}
+	}
+	wantProto := map[string]string{
+		"AF_INET/STREAM/SCTP": "EPROTONOSUPPORT", "AF_INET6/STREAM/SCTP": "EPROTONOSUPPORT",
+		"AF_INET/DGRAM/L2TP": "EPROTONOSUPPORT", "AF_INET/STREAM/MPTCP": "EPROTONOSUPPORT",
+		"AF_INET/DGRAM/ICMP": "EPROTONOSUPPORT", "AF_INET/STREAM/TCP+2^32": "EPROTONOSUPPORT",
+		"AF_INET/STREAM/TCP": "ok", "AF_INET6/DGRAM/UDP": "ok",
+		"AF_NETLINK/RAW/ROUTE": "ok", "AF_NETLINK/RAW/SOCK_DIAG": "EPROTONOSUPPORT", "AF_NETLINK/RAW/NETFILTER": "EPROTONOSUPPORT",
+		"socketpair(AF_UNIX)": "ok", "socketpair(AF_INET)": "ENOTSUP", // EOPNOTSUPP, the kernel's own answer: allowed through
+		"socketpair(AF_TIPC)": "EAFNOSUPPORT", "socketpair(AF_PACKET)": "EAFNOSUPPORT",
+	}
+	for k, want := range wantProto {
+		if got := v.Protocols[k]; got != want {
+			t.Errorf("%s: %q, want %s", k, got, want)
+		}
+	}
+	for _, k := range []string{"tcp4", "tcp6", "tcp_getaddrinfo", "udp4", "unix_socketpair"} {
+		if v.Works[k] != "ping" {
+			t.Errorf("%s: %v, want the echo", k, v.Works[k])
+		}
+	}
+	if names, _ := json.Marshal(v.Works["if_nameindex"]); string(names) != `["lo"]` {
+		t.Errorf("if_nameindex: %s, want [\"lo\"] (NETLINK_ROUTE is allowed for it)", names)
+	}
+
+	// Node: os.networkInterfaces() needs NETLINK_ROUTE (libuv, getifaddrs);
+	// dns.lookup and a loopback server do not.
+	js := `
+const os = require('os'), net = require('net'), dns = require('dns');
+const out = {ifaces: Object.keys(os.networkInterfaces())};
+dns.lookup('127.0.0.1', {hints: dns.ADDRCONFIG}, (err, addr) => {
+  out.lookup = err ? err.code : addr;
+  const srv = net.createServer(c => c.pipe(c)).listen(0, '127.0.0.1', () => {
+    const c = net.connect(srv.address().port, '127.0.0.1', () => c.write('ping'));
+    c.on('data', d => { out.echo = d.toString(); c.destroy(); srv.close(); console.log(JSON.stringify(out)); });
+  });
+});`
+	r = s.exec(map[string]any{"language": "javascript", "code": js})
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("node probe failed: exit %v stderr %s", r.ExitCode, r.Stderr)
+	}
+	if got := strings.TrimSpace(r.Stdout); got != `{"ifaces":["lo"],"lookup":"127.0.0.1","echo":"ping"}` {
+		t.Errorf("node: %s", got)
 	}
 }
