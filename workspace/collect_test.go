@@ -59,6 +59,9 @@ func collectTree(t *testing.T) string {
 }
 
 func TestCollectGlobs(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	tests := []struct {
 		patterns []string
 		want     []string
@@ -100,6 +103,9 @@ func TestCollectGlobs(t *testing.T) {
 // Collect walks only the directories its patterns can reach: a tree over
 // the walk limit elsewhere does not stop it.
 func TestCollectPrunes(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "outputs/plot.png"), "png")
 	writeFile(t, filepath.Join(dir, "report.txt"), "r")
@@ -149,6 +155,9 @@ func TestCollectPrunes(t *testing.T) {
 }
 
 func TestCollectBadPatterns(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	tests := []struct {
 		pattern string
 		want    error
@@ -172,6 +181,9 @@ func TestCollectBadPatterns(t *testing.T) {
 }
 
 func TestCollectLimits(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	tests := []struct {
 		name      string
 		files     map[string]int // path -> size
@@ -210,6 +222,9 @@ func TestCollectLimits(t *testing.T) {
 // A file growing while Collect reads it is never returned over the limit,
 // and what is returned is consistent (size and sha256 of the bytes read).
 func TestCollectGrowingFile(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "grow.log")

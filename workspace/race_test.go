@@ -163,6 +163,9 @@ func swapper(t *testing.T, step func(i int) error) (stop func() int64) {
 // time checks) or written (the outside tree is compared entry by entry and
 // no file may appear in it).
 func TestRaceSwapDirectory(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		e := newRaceEnv(t, r)
 		writeFile(t, filepath.Join(e.ws, "d/victim.txt"), "inside")
@@ -227,6 +230,9 @@ func TestRaceSwapDirectory(t *testing.T) {
 // may block on the FIFO, read the victim, or write into the hard-linked
 // inode.
 func TestRaceSwapFile(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		e := newRaceEnv(t, r)
 		tmp := filepath.Join(e.ws, ".swap-tmp")

@@ -33,6 +33,9 @@ func noTemps(t *testing.T, dir string) {
 }
 
 func TestPutOpenRoundTrip(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 0, r)
@@ -81,6 +84,9 @@ func TestPutOpenRoundTrip(t *testing.T) {
 }
 
 func TestPutReplaces(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 0, r)
@@ -104,6 +110,9 @@ func TestPutReplaces(t *testing.T) {
 }
 
 func TestPutMaxBytes(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	tests := []struct {
 		name    string
 		size    int
@@ -140,6 +149,9 @@ func TestPutMaxBytes(t *testing.T) {
 }
 
 func TestPutQuota(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 100, r)
@@ -189,6 +201,9 @@ func TestPutQuota(t *testing.T) {
 // A workspace the payload filled past the quota refuses every upload, even
 // an empty one, and is usable again once files are deleted.
 func TestPutQuotaOverfull(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 100, r)
@@ -208,6 +223,9 @@ func TestPutQuotaOverfull(t *testing.T) {
 // Replacing a hard-linked file frees nothing (the other link keeps the
 // inode), so its size is not credited.
 func TestPutQuotaHardLinkNotCredited(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 100, r)
@@ -233,6 +251,9 @@ func TestPutQuotaHardLinkNotCredited(t *testing.T) {
 // Uploads are serialised for the quota: of ten concurrent 10-byte uploads
 // into 50 bytes of quota exactly five succeed.
 func TestPutQuotaConcurrent(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 50, r)
@@ -279,6 +300,9 @@ func (f *failingReader) Read(p []byte) (int, error) {
 }
 
 func TestPutReaderFails(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		w := openWS(t, dir, 0, r)
@@ -294,6 +318,9 @@ func TestPutReaderFails(t *testing.T) {
 }
 
 func TestPutRefusals(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string)
@@ -334,6 +361,9 @@ func TestPutRefusals(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "f"), "x")
@@ -364,6 +394,9 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string)
@@ -415,6 +448,9 @@ func TestDelete(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "b.txt"), "bb")
@@ -460,6 +496,9 @@ func TestList(t *testing.T) {
 }
 
 func TestWalkLimits(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		t.Run("entries", func(t *testing.T) {
 			dir := t.TempDir()
@@ -512,6 +551,9 @@ func TestWalkLimits(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "a"), strings.Repeat("a", 100))
@@ -530,6 +572,9 @@ func TestUsage(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	forEachResolver(t, func(t *testing.T, r resolver) {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "keep"), "k")
@@ -564,6 +609,9 @@ func TestSweep(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	dir := t.TempDir()
 	w, err := Open(dir, 0)
 	if err != nil {
@@ -601,6 +649,9 @@ func TestClose(t *testing.T) {
 }
 
 func TestOpenWorkspaceErrors(t *testing.T) {
+	if !unprivileged(t) {
+		return
+	}
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "file"), "x")
 	symlink(t, dir, filepath.Join(dir, "link"))
