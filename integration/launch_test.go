@@ -254,17 +254,24 @@ def probe_denied():
     return out
 `
 
-// kernelRefusesFirst are the denied syscalls for which the kernel checks a
-// capability of the initial user namespace before it reads any argument,
-// or which a host may lack or forbid outright (unprivileged user
-// namespaces): no argument makes them answer anything but EPERM (or ENOSYS
-// on a kernel without them) without the filter. For them the proof is the
-// installed filter itself: it is byte for byte the program compiled from
-// payload.json, whose verdicts profiles.TestPayloadProgram checks.
-var kernelRefusesFirst = map[string]bool{
-	"pivot_root(nonexistent)": true, "kexec_load": true, "init_module": true,
-	"finit_module(-1)": true, "delete_module(bad name)": true, "unshare(CLONE_NEWUSER)": true,
+// initialNSCapFirst are the denied syscalls for which the kernel checks a
+// capability of the initial user namespace before it reads any argument
+// (CAP_SYS_BOOT, CAP_SYS_MODULE), or answers ENOSYS when it lacks them: no
+// argument and no namespace lets an unprivileged probe see anything but
+// EPERM there without the filter. For them the proof is the installed
+// filter itself: byte for byte the program compiled from payload.json,
+// whose verdicts profiles.TestPayloadProgram checks.
+var initialNSCapFirst = map[string]bool{
+	"kexec_load": true, "init_module": true, "finit_module(-1)": true, "delete_module(bad name)": true,
 }
+
+// ownNSCapFirst are the denied syscalls the kernel refuses a process
+// without capabilities before it reads an argument, but allows one that
+// holds them in its own user namespace: pivot_root (CAP_SYS_ADMIN over the
+// mount namespace's owner) and unshare(CLONE_NEWUSER) (on hosts that
+// restrict unprivileged user namespaces). replayInstalledFilter proves the
+// filter's answer for them.
+var ownNSCapFirst = map[string]bool{"pivot_root(nonexistent)": true, "unshare(CLONE_NEWUSER)": true}
 
 // payloadProbe is a Python program that reports what the payload can see
 // and do, as JSON.
@@ -380,8 +387,15 @@ func TestI3PayloadConfinement(t *testing.T) {
 	t.Run("denied syscalls answer otherwise without the filter", func(t *testing.T) {
 		checkDeniedProbeUnfiltered(t, in, v.Denied)
 	})
+	var installed []byte
 	t.Run("the installed filter is the compiled payload profile", func(t *testing.T) {
-		checkInstalledFilter(t, in, s)
+		installed = checkInstalledFilter(t, in, s)
+	})
+	t.Run("the installed filter denies what the kernel would allow", func(t *testing.T) {
+		if installed == nil {
+			t.Fatal("no installed filter was read")
+		}
+		replayInstalledFilter(t, in, installed)
 	})
 	if v.UnknownSyscall != "ENOSYS" {
 		t.Errorf("unknown syscall answered %s, want ENOSYS", v.UnknownSyscall)
@@ -706,26 +720,41 @@ func TestSandboxctlRun(t *testing.T) {
 	}
 }
 
-// checkDeniedProbeUnfiltered runs deniedProbe as the service user, without
-// namespaces, capabilities or seccomp filter, and requires every call that
-// answered EPERM in the sandbox to answer something else there: the EPERM
-// came from the filter, not from the kernel's own checks. The few the
-// kernel refuses before reading an argument (kernelRefusesFirst) are
-// covered by checkInstalledFilter.
-func checkDeniedProbeUnfiltered(t *testing.T, in *installation, filtered map[string]string) {
-	code := deniedProbe + `
-import json
+// replayProbe runs deniedProbe in a python3 child, after loading the cBPF
+// program in the file named by its first argument, if any (under
+// no_new_privs, as bwrap does), and reports its Seccomp mode and answers.
+const replayProbe = deniedProbe + `
+import json, sys
+if len(sys.argv) > 1:
+    prog = open(sys.argv[1], 'rb').read()
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    class Fprog(ctypes.Structure):
+        _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+    fp = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fp), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'load the filter')
 seccomp = [l.split(':')[1].strip() for l in open('/proc/self/status') if l.startswith('Seccomp:')][0]
 print(json.dumps({'seccomp': seccomp, 'denied': probe_denied()}))
 `
-	cmd := exec.Command("/usr/bin/python3", "-c", code)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
-		Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+
+// runReplayProbe runs replayProbe with attr, loading the filter in
+// filterFile unless it is empty, and returns the answers.
+func runReplayProbe(t *testing.T, attr *syscall.SysProcAttr, filterFile string) map[string]string {
+	t.Helper()
+	args := []string{"-c", replayProbe}
+	if filterFile != "" {
+		args = append(args, filterFile)
+	}
+	cmd := exec.Command("/usr/bin/python3", args...)
+	cmd.SysProcAttr = attr
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Dir = "/"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("unfiltered probe: %v: %s", err, out)
+		t.Fatalf("probe: %v: %s%s", err, out, stderr.String())
 	}
 	var ref struct {
 		Seccomp string
@@ -734,26 +763,82 @@ print(json.dumps({'seccomp': seccomp, 'denied': probe_denied()}))
 	if err := json.Unmarshal(out, &ref); err != nil {
 		t.Fatalf("decode %q: %v", out, err)
 	}
-	if ref.Seccomp != "0" {
-		t.Fatalf("reference run has Seccomp %s: it must run without any filter", ref.Seccomp)
+	if want := map[bool]string{true: "2", false: "0"}[filterFile != ""]; ref.Seccomp != want {
+		t.Fatalf("probe ran with Seccomp %s, want %s", ref.Seccomp, want)
 	}
-	if len(ref.Denied) != len(filtered) {
-		t.Fatalf("reference ran %d probes, the payload %d", len(ref.Denied), len(filtered))
+	return ref.Denied
+}
+
+// checkDeniedProbeUnfiltered runs deniedProbe as the service user, without
+// namespaces, capabilities or seccomp filter, and requires every call that
+// answered EPERM in the sandbox to answer something else there: the EPERM
+// came from the filter, not from the kernel's own checks. Those the kernel
+// refuses before reading an argument (initialNSCapFirst, ownNSCapFirst) are
+// covered by checkInstalledFilter and replayInstalledFilter.
+func checkDeniedProbeUnfiltered(t *testing.T, in *installation, filtered map[string]string) {
+	ref := runReplayProbe(t, &syscall.SysProcAttr{Setsid: true,
+		Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}, "")
+	if len(ref) != len(filtered) {
+		t.Fatalf("reference ran %d probes, the payload %d", len(ref), len(filtered))
 	}
-	discriminating := 0
-	for name, e := range ref.Denied {
+	for name, e := range ref {
 		switch {
 		case e != "EPERM":
-			discriminating++
-		case kernelRefusesFirst[name]:
+		case initialNSCapFirst[name] || ownNSCapFirst[name]:
 			t.Logf("%s: EPERM from the kernel itself here; proven by the installed filter instead", name)
 		default:
 			t.Errorf("%s answers EPERM without the filter too: the probe cannot tell the filter's answer from the kernel's", name)
 		}
 		t.Logf("%-34s unfiltered %-12s sandbox %s", name, e, filtered[name])
 	}
-	if discriminating < len(ref.Denied)-len(kernelRefusesFirst) {
-		t.Errorf("only %d of %d probes discriminate", discriminating, len(ref.Denied))
+}
+
+// replayInstalledFilter loads the payload's installed filter (read from the
+// live payload) into a process that holds every capability in a user and
+// mount namespace of its own, where the kernel lets pivot_root and
+// unshare(CLONE_NEWUSER) get as far as their arguments, and requires:
+// without the filter every probe but initialNSCapFirst answers other than
+// EPERM there, with it every probe answers EPERM. So the kernel itself
+// shows the verdicts of the very bytes the payload runs under. Nothing can
+// change the host: every path is absent, every pointer bad, and the calls
+// that could act on the host need capabilities of the initial namespace.
+func replayInstalledFilter(t *testing.T, in *installation, prog []byte) {
+	dir, err := os.MkdirTemp("", "sandboxd-replay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "payload.bpf")
+	if err := os.WriteFile(file, prog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attr := func() *syscall.SysProcAttr {
+		// uid 0 inside, the service uid outside: every capability in
+		// the new namespaces, none in the initial one.
+		return &syscall.SysProcAttr{Setsid: true,
+			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: in.uid, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: in.gid, Size: 1}}}
+	}
+	without := runReplayProbe(t, attr(), "")
+	with := runReplayProbe(t, attr(), file)
+	for name, e := range without {
+		if e == "EPERM" && !initialNSCapFirst[name] {
+			t.Errorf("%s answers EPERM with every capability of its own namespaces and no filter", name)
+		}
+		if with[name] != "EPERM" {
+			t.Errorf("%s under the installed filter: %s, want EPERM", name, with[name])
+		}
+		t.Logf("%-34s own namespaces, no filter %-12s installed filter %s", name, e, with[name])
+	}
+	for name := range ownNSCapFirst {
+		if without[name] == "EPERM" {
+			t.Errorf("%s: the replay does not get past the kernel's own check", name)
+		}
 	}
 }
 
@@ -763,7 +848,7 @@ print(json.dumps({'seccomp': seccomp, 'denied': probe_denied()}))
 // the helper attested (bpf_sha256 of its seccomp record) and the program
 // profiles compiles from the installed payload.json. So every verdict
 // profiles.TestPayloadProgram checks on that program is the payload's.
-func checkInstalledFilter(t *testing.T, in *installation, s *supervisor) {
+func checkInstalledFilter(t *testing.T, in *installation, s *supervisor) []byte {
 	done := make(chan execResult, 1)
 	go func() { done <- s.exec(py("import time; time.sleep(4)")) }()
 	pid := waitForPayload(t, in, 10*time.Second)
@@ -798,6 +883,7 @@ func checkInstalledFilter(t *testing.T, in *installation, s *supervisor) {
 		t.Errorf("installed filter sha256 %s, the helper attested %q", got, att)
 	}
 	t.Logf("installed filter: %d instructions, sha256 %s", len(filters[0])/8, got)
+	return filters[0]
 }
 
 // waitForPayload returns the pid of the service user's python3 process
