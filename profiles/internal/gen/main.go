@@ -129,7 +129,8 @@ var payloadDenies = []struct {
 // Payload builds payload.json: Docker's default profile resolved for a
 // process with no capabilities, minus payloadDenies, with every syscall the
 // profile knows but does not allow answering EPERM and everything else
-// ENOSYS.
+// ENOSYS; socket and socketpair follow sandboxd's own family and protocol
+// list (socketRules), not Docker's.
 func Payload() (*mobyseccomp.Seccomp, error) {
 	base := mobyseccomp.DefaultProfile()
 	capNames := capGatedNames(base)
