@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -341,34 +342,20 @@ func resultOutcome(r *ExecResult) string {
 
 // launchFailed maps a launch that produced no result to an answer.
 func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *slog.Logger, execID string, err error) {
-	if le, ok := AsLaunchError(err); ok {
-		switch le.Kind {
-		case KindUnavailable:
-			msg := le.Reason
-			if le.Fix != "" {
-				msg += "; fix: " + le.Fix
-			}
+	if apiE := launchAPIError(err); apiE != nil {
+		switch apiE.Code {
+		case api.CodeUnavailable:
 			log.Warn("launch unavailable", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-			s.metrics.refuse(api.CodeUnavailable)
-			writeError(w, apiErr(api.CodeUnavailable, msg))
-			return
-		case KindInvalid:
+		case api.CodeInvalidArgument:
 			log.Info("launch refused by the helper", "err", err)
 			s.metrics.exec(OutcomeRefused)
-			s.metrics.refuse(api.CodeInvalidArgument)
-			writeError(w, apiErr(api.CodeInvalidArgument, le.Reason))
-			return
-		case KindQuota, KindForbidden:
-			code := api.CodeQuotaExceeded
-			if le.Kind == KindForbidden {
-				code = api.CodeForbidden
-			}
+		default:
 			s.metrics.exec(OutcomeRefused)
-			s.metrics.refuse(code)
-			writeError(w, apiErr(code, le.Reason))
-			return
 		}
+		s.metrics.refuse(apiE.Code)
+		writeError(w, apiE)
+		return
 	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
@@ -386,6 +373,34 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 	log.Error("launch failed", "err", err)
 	s.metrics.exec(OutcomeError)
 	writeError(w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
+}
+
+// launchAPIError maps a classified launch error (package errdefs) to its
+// answer, or returns nil for an error that is not one (a bug, or a
+// cancelled context). The unavailable answer carries the operator's fix.
+//
+// TODO(lead): D's supervisor/errors.go maps errdefs classes once for every
+// path; this adapter goes when that lands.
+func launchAPIError(err error) *APIError {
+	var e *errdefs.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	switch errdefs.Class(err) {
+	case errdefs.ErrUnavailable:
+		msg := e.Reason
+		if e.Fix != "" {
+			msg += "; fix: " + e.Fix
+		}
+		return apiErr(api.CodeUnavailable, msg)
+	case errdefs.ErrInvalid:
+		return apiErr(api.CodeInvalidArgument, e.Reason)
+	case errdefs.ErrQuota:
+		return apiErr(api.CodeQuotaExceeded, e.Reason)
+	case errdefs.ErrForbidden:
+		return apiErr(api.CodeForbidden, e.Reason)
+	}
+	return nil
 }
 
 // refuse answers a request that policy or decoding turned down.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -303,13 +304,15 @@ func TestLaunchErrorMapping(t *testing.T) {
 		code   api.ErrorCode
 		msg    string
 	}{
-		{"unavailable", &LaunchError{Kind: KindUnavailable, Reason: "bwrap is not installed", Fix: "apt-get install bubblewrap", Err: errors.New("exec: not found")},
+		{"unavailable", errdefs.New(errdefs.ErrUnavailable, "bwrap is not installed", "apt-get install bubblewrap", errors.New("exec: not found")),
 			503, "unavailable", "bwrap is not installed; fix: apt-get install bubblewrap"},
-		{"unavailable wrapped", fmt.Errorf("launch: %w", &LaunchError{Kind: KindUnavailable, Reason: "user namespaces are refused"}),
+		{"unavailable wrapped", fmt.Errorf("launch: %w", errdefs.New(errdefs.ErrUnavailable, "user namespaces are refused", "", nil)),
 			503, "unavailable", "user namespaces are refused"},
-		{"invalid", &LaunchError{Kind: KindInvalid, Reason: "runtime python is not configured in the helper"},
+		{"invalid", errdefs.New(errdefs.ErrInvalid, "runtime python is not configured in the helper", "", nil),
 			400, "invalid_argument", "runtime python is not configured"},
-		{"internal kind", &LaunchError{Kind: KindInternal, Reason: "pipe"}, 500, "internal", "internal error in exec"},
+		{"internal class", errdefs.New(errdefs.ErrInternal, "pipe", "", nil), 500, "internal", "internal error in exec"},
+		{"quota", errdefs.New(errdefs.ErrQuota, "stage a.txt: the workspace quota is full", "", nil), 507, "quota_exceeded", "quota is full"},
+		{"forbidden", errdefs.New(errdefs.ErrForbidden, "stage ../x: escapes", "", nil), 403, "forbidden", "escapes"},
 		{"plain error", errors.New("boom"), 500, "internal", "see the supervisor log"},
 	}
 	for _, tc := range tests {
@@ -486,7 +489,7 @@ func TestMetrics(t *testing.T) {
 			r.Signal = &sig
 			return r, nil
 		default:
-			return nil, &LaunchError{Kind: KindUnavailable, Reason: "no bwrap"}
+			return nil, errdefs.New(errdefs.ErrUnavailable, "no bwrap", "", nil)
 		}
 	}}
 	ts := startServer(t, testConfig(), fl, readyChecks())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/supervisor"
 )
@@ -126,7 +127,7 @@ func TestRunOutputsAndExitCodes(t *testing.T) {
 			return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Stdout: "xxx", StdoutTruncated: true}, nil
 		}, 0, "xxx", []string{"stdout was cut"}},
 		{"unavailable", func(supervisor.LaunchRequest) (*api.ExecResult, error) {
-			return nil, &supervisor.LaunchError{Kind: supervisor.KindUnavailable, Reason: "bwrap is missing", Fix: "apt-get install bubblewrap"}
+			return nil, errdefs.New(errdefs.ErrUnavailable, "bwrap is missing", "apt-get install bubblewrap", nil)
 		}, 2, "", []string{"sandboxctl: unavailable: bwrap is missing; fix: apt-get install bubblewrap\n"}},
 	}
 	for _, tc := range tests {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/supervisor"
@@ -108,7 +109,7 @@ func run() int {
 	if n, err := cg.Sweep(); n > 0 || err != nil {
 		log.Warn("killed and removed exec cgroups left by an earlier run", "count", n, "err", err)
 	}
-	launcher, err := supervisor.NewHelperLauncher(supervisor.HelperConfig{
+	launcher, err := launch.New(launch.Config{
 		HelperPath: cfg.HelperPath, WorkspaceRoot: workspaces, Sink: aw, Log: log,
 		Cgroups: cg, RequireCgroups: cfg.RequireCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
 		Artifacts: workspace.ArtifactLimits{MaxFileBytes: cfg.ArtifactMaxFileBytes, MaxFiles: cfg.ArtifactMaxFiles, MaxTotalBytes: cfg.ArtifactMaxTotalBytes},

@@ -1,9 +1,7 @@
-package supervisor
+package launch
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/policy"
@@ -23,8 +21,8 @@ type StagedFile struct {
 	Content []byte
 }
 
-// LaunchRequest is a decided exec: validated and clamped by policy, ready to run.
-type LaunchRequest struct {
+// Request is a decided exec: validated and clamped by policy, ready to run.
+type Request struct {
 	ExecID    string
 	Caller    Caller
 	Runtime   string // "python" or "javascript"
@@ -50,53 +48,10 @@ type (
 
 // Launcher runs one decided exec under the sandbox and reaps it. A payload
 // that fails is a result, not an error; errors are for launches that could
-// not happen (*LaunchError) or were cancelled by ctx.
+// not happen (an *errdefs.Error of class ErrUnavailable, ErrInvalid,
+// ErrQuota, ErrForbidden or ErrInternal) or were cancelled by ctx.
 type Launcher interface {
-	Launch(ctx context.Context, req LaunchRequest) (*ExecResult, error)
-}
-
-// LaunchErrorKind says how an API layer should answer a failed launch.
-type LaunchErrorKind int
-
-const (
-	// KindUnavailable: the host cannot sandbox right now (503 unavailable).
-	KindUnavailable LaunchErrorKind = iota + 1
-	// KindInvalid: the request cannot be launched as asked (400 invalid_argument).
-	KindInvalid
-	// KindInternal: a bug (500 internal).
-	KindInternal
-	// KindQuota: the workspace disk quota is full (507 quota_exceeded).
-	KindQuota
-	// KindForbidden: a path escapes the workspace (403 forbidden).
-	KindForbidden
-)
-
-// LaunchError is a launch that did not produce a payload result.
-type LaunchError struct {
-	Kind   LaunchErrorKind
-	Reason string // what went wrong, for the caller
-	Fix    string // how an operator fixes it; empty when there is nothing to fix
-	Err    error
-}
-
-func (e *LaunchError) Error() string {
-	msg := e.Reason
-	if e.Fix != "" {
-		msg += "; fix: " + e.Fix
-	}
-	if e.Err != nil {
-		msg = fmt.Sprintf("%s (%v)", msg, e.Err)
-	}
-	return msg
-}
-
-func (e *LaunchError) Unwrap() error { return e.Err }
-
-// AsLaunchError returns the *LaunchError in err's chain, if any.
-func AsLaunchError(err error) (*LaunchError, bool) {
-	var le *LaunchError
-	ok := errors.As(err, &le)
-	return le, ok
+	Launch(ctx context.Context, req Request) (*ExecResult, error)
 }
 
 // HealthChecks are the host checks of GET /v1/health (package api owns

@@ -1,4 +1,4 @@
-package supervisor
+package launch
 
 import (
 	"bufio"
@@ -23,13 +23,14 @@ import (
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
-// HelperConfig configures a HelperLauncher.
-type HelperConfig struct {
+// Config configures a HelperLauncher.
+type Config struct {
 	// HelperPath is the installed sandboxd-nsinit (with its file capabilities).
 	HelperPath string
 	// WorkspaceRoot is where per-exec workspaces are made. It must be the
@@ -54,12 +55,12 @@ const quotaInterval = 200 * time.Millisecond
 
 // HelperLauncher runs execs through sandboxd-nsinit and bubblewrap.
 type HelperLauncher struct {
-	cfg   HelperConfig
+	cfg   Config
 	probe probeCache
 }
 
-// NewHelperLauncher checks the workspace root and returns a launcher.
-func NewHelperLauncher(cfg HelperConfig) (*HelperLauncher, error) {
+// New checks the workspace root and returns a launcher.
+func New(cfg Config) (*HelperLauncher, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -71,7 +72,7 @@ func NewHelperLauncher(cfg HelperConfig) (*HelperLauncher, error) {
 
 // Launch runs one exec: in a fresh workspace that is removed afterwards, or
 // in a session's workspace (req.SessionWorkspace), which stays.
-func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+func (h *HelperLauncher) Launch(ctx context.Context, req Request) (*ExecResult, error) {
 	name, kind := req.ExecID, "one-shot"
 	if req.SessionWorkspace != "" {
 		name, kind = req.SessionWorkspace, "session"
@@ -79,7 +80,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	dir := filepath.Join(h.cfg.WorkspaceRoot, name)
 	if req.SessionWorkspace == "" {
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			return nil, h.prepareFailed(req, &LaunchError{Kind: KindInternal, Reason: "create workspace", Err: err})
+			return nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "create workspace", "", err))
 		}
 		defer func() {
 			if err := RemoveWorkspace(dir); err != nil {
@@ -89,23 +90,23 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	}
 	ws, err := workspace.Open(dir, h.cfg.QuotaBytes)
 	if err != nil {
-		return nil, h.prepareFailed(req, &LaunchError{Kind: KindInternal, Reason: "open workspace", Err: err})
+		return nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "open workspace", "", err))
 	}
 	defer ws.Close()
 	var staged int64
 	for _, f := range req.Files {
 		n, _, err := ws.Put(f.Path, bytes.NewReader(f.Content), h.cfg.QuotaBytes)
 		if err != nil {
-			le := &LaunchError{Kind: KindInternal, Reason: fmt.Sprintf("stage %s: %v", f.Path, err), Err: err}
+			class := errdefs.ErrInternal
 			switch {
 			case errors.Is(err, workspace.ErrQuota):
-				le.Kind = KindQuota
+				class = errdefs.ErrQuota
 			case errors.Is(err, workspace.ErrEscape):
-				le.Kind = KindForbidden
+				class = errdefs.ErrForbidden
 			case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrTooLarge):
-				le.Kind = KindInvalid
+				class = errdefs.ErrInvalid
 			}
-			return nil, h.prepareFailed(req, le)
+			return nil, h.prepareFailed(req, errdefs.New(class, fmt.Sprintf("stage %s: %v", f.Path, err), "", err))
 		}
 		staged += n
 	}
@@ -114,7 +115,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
 		"quota_bytes": h.cfg.QuotaBytes,
 	}}); err != nil {
-		return nil, &LaunchError{Kind: KindUnavailable, Reason: "the audit log cannot be written, so nothing runs", Fix: "check the audit log's disk and run `sandboxctl audit verify`", Err: err}
+		return nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
 	res, err := h.run(ctx, req, name, ws)
 	if err != nil {
@@ -139,7 +140,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	return res, nil
 }
 
-func (h *HelperLauncher) prepareFailed(req LaunchRequest, le *LaunchError) error {
+func (h *HelperLauncher) prepareFailed(req Request, le *errdefs.Error) error {
 	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
 	return le
 }
@@ -148,7 +149,7 @@ func (h *HelperLauncher) prepareFailed(req LaunchRequest, le *LaunchError) error
 // returned; before the helper starts, the caller refuses the launch on it
 // (nothing runs unaudited), after it the exec is already running and is
 // reaped as usual.
-func (h *HelperLauncher) audit(req LaunchRequest, r audit.Record) error {
+func (h *HelperLauncher) audit(req Request, r audit.Record) error {
 	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
 	if r.Source == "" {
 		r.Source = "supervisor"
@@ -181,7 +182,7 @@ func (h *HelperLauncher) cgroupMode() string {
 }
 
 // buildSpec turns a decided request into the helper's launch spec.
-func buildSpec(req LaunchRequest, workspace string) spec.LaunchSpec {
+func buildSpec(req Request, workspace string) spec.LaunchSpec {
 	env := make([]string, 0, len(req.Env))
 	for k, v := range req.Env {
 		env = append(env, k+"="+v)
@@ -228,7 +229,7 @@ type helperRun struct {
 }
 
 // run starts the helper for req and reaps everything it started.
-func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, wsName string, ws *workspace.Workspace) (*ExecResult, error) {
+func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, ws *workspace.Workspace) (*ExecResult, error) {
 	start := time.Now()
 	sp := buildSpec(req, wsName)
 	hr, err := h.runHelper(ctx, req, sp, ws)
@@ -302,48 +303,42 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, wsName stri
 }
 
 // launchFailure explains a run in which the payload never started.
-func (h *HelperLauncher) launchFailure(hr *helperRun) *LaunchError {
+func (h *HelperLauncher) launchFailure(hr *helperRun) *errdefs.Error {
 	for i := len(hr.reports) - 1; i >= 0; i-- {
 		r := hr.reports[i]
 		if r.OK {
 			continue
 		}
-		kind := KindInternal
+		class := errdefs.ErrInternal
 		if spec.Unavailable(hr.helperExit) {
-			kind = KindUnavailable
+			class = errdefs.ErrUnavailable
 		} else if hr.helperExit == spec.ExitSpec {
 			// The supervisor built the spec from a decided request: a
 			// refusal means the operator's limits exceed the helper's
 			// caps, not that the caller asked for something wrong.
-			kind = KindUnavailable
+			class = errdefs.ErrUnavailable
 		}
-		return &LaunchError{Kind: kind, Reason: fmt.Sprintf("sandbox helper failed at step %q: %s", r.Step, r.Error), Fix: r.Fix}
+		return errdefs.New(class, fmt.Sprintf("sandbox helper failed at step %q: %s", r.Step, r.Error), r.Fix, nil)
 	}
 	if hr.helperExit >= spec.ExitUsage && hr.helperExit <= spec.ExitExec || hr.helperExit == 127 || hr.helperExit == 126 {
-		return &LaunchError{Kind: KindUnavailable,
-			Reason: fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
-			Fix:    "reinstall the helper (make install) and run `sandboxctl doctor`"}
+		return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))), "reinstall the helper (make install) and run `sandboxctl doctor`", nil)
 	}
 	if len(hr.reports) > 0 && hr.reports[len(hr.reports)-1].Step == "exec" {
-		return &LaunchError{Kind: KindUnavailable,
-			Reason: "bubblewrap could not build the sandbox: " + strings.TrimSpace(hr.stderr.Head(500)),
-			Fix:    "run `sandboxctl doctor`; check that the helper config's binds exist; in a container bubblewrap also needs an unmasked /proc (Docker security_opt systempaths=unconfined, Kubernetes procMount: Unmasked) and an AppArmor profile that allows mount"}
+		return errdefs.New(errdefs.ErrUnavailable, "bubblewrap could not build the sandbox: "+strings.TrimSpace(hr.stderr.Head(500)), "run `sandboxctl doctor`; check that the helper config's binds exist; in a container bubblewrap also needs an unmasked /proc (Docker security_opt systempaths=unconfined, Kubernetes procMount: Unmasked) and an AppArmor profile that allows mount", nil)
 	}
-	return &LaunchError{Kind: KindUnavailable,
-		Reason: fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))),
-		Fix:    "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)"}
+	return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))), "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)", nil)
 }
 
 // runHelper starts sandboxd-nsinit with the spec and stdio, relays its step
 // reports into the audit trail, enforces the timeout and ctx, and returns
 // only once every process of the exec is gone.
-func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp spec.LaunchSpec, ws *workspace.Workspace) (*helperRun, error) {
+func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.LaunchSpec, ws *workspace.Workspace) (*helperRun, error) {
 	encoded, err := json.Marshal(sp)
 	if err != nil {
-		return nil, &LaunchError{Kind: KindInternal, Reason: "encode launch spec", Err: err}
+		return nil, errdefs.New(errdefs.ErrInternal, "encode launch spec", "", err)
 	}
 	if len(encoded) > spec.MaxSize {
-		return nil, &LaunchError{Kind: KindInvalid, Reason: fmt.Sprintf("the launch spec is %d bytes, above the helper's limit of %d: send less code or env", len(encoded), spec.MaxSize)}
+		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("the launch spec is %d bytes, above the helper's limit of %d: send less code or env", len(encoded), spec.MaxSize), "", nil)
 	}
 	p := &pipeSet{}
 	defer p.closeAll()
@@ -355,7 +350,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 	stderrR, stderrW := p.pipe()
 	releaseR, releaseW := p.pipe()
 	if p.err != nil {
-		return nil, &LaunchError{Kind: KindInternal, Reason: "create pipes", Err: p.err}
+		return nil, errdefs.New(errdefs.ErrInternal, "create pipes", "", p.err)
 	}
 
 	var cg *cgroup.Exec
@@ -364,7 +359,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		cg, err = h.cfg.Cgroups.Create(req.ExecID, cgroup.Limits{
 			MemoryBytes: req.Limits.MemoryBytes, Pids: req.Limits.Pids, CPUs: req.Limits.CPUs})
 		if err != nil {
-			return nil, &LaunchError{Kind: KindUnavailable, Reason: "create the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: err}
+			return nil, errdefs.New(errdefs.ErrUnavailable, "create the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}
 		// Removed after the answer: by then every process of the exec is
 		// dead (the reaper's pidfd, then KillAll), but the kernel may take
@@ -383,7 +378,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		if h.cfg.Cgroups != nil {
 			reason = h.cfg.Cgroups.Reason()
 		}
-		return nil, &LaunchError{Kind: KindUnavailable, Reason: "cgroups are required (--require-cgroups) but " + reason}
+		return nil, errdefs.New(errdefs.ErrUnavailable, "cgroups are required (--require-cgroups) but "+reason, "", nil)
 	}
 
 	cmd := &exec.Cmd{
@@ -405,7 +400,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		// cgroup v2: born in its cgroup (CLONE_INTO_CGROUP), no window.
 		fd, err := unix.Open(cg.Dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, &LaunchError{Kind: KindUnavailable, Reason: "open the exec's cgroup", Err: err}
+			return nil, errdefs.New(errdefs.ErrUnavailable, "open the exec's cgroup", "", err)
 		}
 		defer unix.Close(fd)
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
@@ -439,9 +434,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		waited <- startResult{err: err, state: cmd.ProcessState}
 	}()
 	if err := <-started; err != nil {
-		return nil, &LaunchError{Kind: KindUnavailable,
-			Reason: fmt.Sprintf("start sandbox helper %s", h.cfg.HelperPath),
-			Fix:    "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)", Err: err}
+		return nil, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("start sandbox helper %s", h.cfg.HelperPath), "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)", err)
 	}
 	begin := time.Now()
 	// The child has its ends; ours must go so that EOF means "child done".
@@ -611,7 +604,7 @@ wait:
 	<-outDone
 	<-outDone
 	if placeErr != nil && !reportedFailure(hr.reports) {
-		return nil, &LaunchError{Kind: KindUnavailable, Reason: "place the helper in the exec's cgroup", Fix: "check the delegated cgroup subtree (sandboxctl doctor)", Err: placeErr}
+		return nil, errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", placeErr)
 	}
 	hr.duration = time.Since(begin)
 	if res.state != nil {

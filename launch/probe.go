@@ -1,4 +1,4 @@
-package supervisor
+package launch
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func (h *HelperLauncher) probeOnce(ctx context.Context) HealthChecks {
 	}
 	defer func() { _ = RemoveWorkspace(dir) }()
 
-	req := LaunchRequest{ExecID: id, Runtime: "probe"}
+	req := Request{ExecID: id, Runtime: "probe"}
 	req.Limits.TimeoutMS = 10000
 	req.Limits.OutputLimitBytes = 4096
 	hr, err := h.runHelper(ctx, req, buildSpec(req, id), nil)
