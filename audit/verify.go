@@ -641,6 +641,16 @@ func (v *verifier) account(r Record) {
 	if r.ExecID == "" || IsLogRecord(r.Step) {
 		return
 	}
+	if strings.HasPrefix(r.ExecID, "probe-") {
+		// A health probe is not an exec. It is counted once: at its accept
+		// (probes leave a full trail) or, in logs from before that, at the
+		// helper's enter record.
+		if r.Step == StepAccept || (r.Step == StepEnter && !v.terminalSeen[r.ExecID]) {
+			rep.Probes++
+		}
+		v.terminalSeen[r.ExecID] = true
+		return
+	}
 	o, isOpen := v.open[r.ExecID]
 	if r.Step == StepAccept && !isOpen && !v.terminalSeen[r.ExecID] {
 		rep.Execs++
@@ -649,9 +659,6 @@ func (v *verifier) account(r Record) {
 		isOpen = true
 	}
 	if !isOpen {
-		if r.Step == StepEnter && !v.terminalSeen[r.ExecID] && strings.HasPrefix(r.ExecID, "probe-") {
-			rep.Probes++
-		}
 		return
 	}
 	o.LastStep, o.LastSeq = r.Step, r.Seq

@@ -1,25 +1,17 @@
 package launch
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"strings"
-	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
@@ -50,8 +42,8 @@ type Config struct {
 	Artifacts workspace.ArtifactLimits
 }
 
-// quotaInterval is how often a running exec's workspace usage is checked.
-const quotaInterval = 200 * time.Millisecond
+// defaultTimeout holds a request that came without a timeout.
+const defaultTimeout = 30 * time.Second
 
 // HelperLauncher runs execs through sandboxd-nsinit and bubblewrap.
 type HelperLauncher struct {
@@ -73,6 +65,13 @@ func New(cfg Config) (*HelperLauncher, error) {
 // Launch runs one exec: in a fresh workspace that is removed afterwards, or
 // in a session's workspace (req.SessionWorkspace), which stays.
 func (h *HelperLauncher) Launch(ctx context.Context, req Request) (*ExecResult, error) {
+	res, _, err := h.launch(ctx, req)
+	return res, err
+}
+
+// launch is Launch, also returning the helper's run (nil if it never
+// started) for the health probe to classify.
+func (h *HelperLauncher) launch(ctx context.Context, req Request) (*ExecResult, *helperRun, error) {
 	name, kind := req.ExecID, "one-shot"
 	if req.SessionWorkspace != "" {
 		name, kind = req.SessionWorkspace, "session"
@@ -80,7 +79,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req Request) (*ExecResult, 
 	dir := filepath.Join(h.cfg.WorkspaceRoot, name)
 	if req.SessionWorkspace == "" {
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			return nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "create workspace", "", err))
+			return nil, nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "create workspace", "", err))
 		}
 		defer func() {
 			if err := RemoveWorkspace(dir); err != nil {
@@ -90,9 +89,36 @@ func (h *HelperLauncher) Launch(ctx context.Context, req Request) (*ExecResult, 
 	}
 	ws, err := workspace.Open(dir, h.cfg.QuotaBytes)
 	if err != nil {
-		return nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "open workspace", "", err))
+		return nil, nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "open workspace", "", err))
 	}
 	defer ws.Close()
+	staged, serr := h.stage(ws, req)
+	if serr != nil {
+		return nil, nil, h.prepareFailed(req, serr)
+	}
+	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
+		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
+		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
+		"quota_bytes": h.cfg.QuotaBytes,
+	}}); err != nil {
+		return nil, nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
+	}
+	q := quotaCheck{limit: h.cfg.QuotaBytes}
+	if !req.Probe { // a probe writes nothing; its workspace is not measured
+		q.ws = ws
+	}
+	res, hr, err := h.run(ctx, req, name, q)
+	if err != nil {
+		return nil, hr, err
+	}
+	if len(req.Artifacts) > 0 {
+		h.collect(ws, req, res)
+	}
+	return res, hr, nil
+}
+
+// stage writes the request's files into the workspace, within the quota.
+func (h *HelperLauncher) stage(ws *workspace.Workspace, req Request) (int64, *errdefs.Error) {
 	var staged int64
 	for _, f := range req.Files {
 		n, _, err := ws.Put(f.Path, bytes.NewReader(f.Content), h.cfg.QuotaBytes)
@@ -106,53 +132,49 @@ func (h *HelperLauncher) Launch(ctx context.Context, req Request) (*ExecResult, 
 			case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrTooLarge):
 				class = errdefs.ErrInvalid
 			}
-			return nil, h.prepareFailed(req, errdefs.New(class, fmt.Sprintf("stage %s: %v", f.Path, err), "", err))
+			return staged, errdefs.New(class, fmt.Sprintf("stage %s: %v", f.Path, err), "", err)
 		}
 		staged += n
 	}
-	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
-		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
-		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
-		"quota_bytes": h.cfg.QuotaBytes,
-	}}); err != nil {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
-	}
-	res, err := h.run(ctx, req, name, ws)
-	if err != nil {
-		return nil, err
-	}
+	return staged, nil
+}
 
-	if len(req.Artifacts) > 0 {
-		arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
-		if err != nil {
-			h.cfg.Log.Error("collect artifacts", "exec_id", req.ExecID, "err", err)
-		}
-		res.ArtifactsTruncated = truncated
-		res.Artifacts = make([]Artifact, 0, len(arts))
-		facts := make([]map[string]any, 0, len(arts))
-		for _, a := range arts {
-			res.Artifacts = append(res.Artifacts, Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, ContentBase64: a.ContentBase64})
-			facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
-		}
-		h.audit(req, audit.Record{Step: "artifacts", OK: err == nil, Facts: map[string]any{
-			"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
+// collect adds the requested artifacts to res and audits them.
+func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *ExecResult) {
+	arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
+	if err != nil {
+		h.cfg.Log.Error("collect artifacts", "exec_id", req.ExecID, "err", err)
 	}
-	return res, nil
+	res.ArtifactsTruncated = truncated
+	res.Artifacts = make([]Artifact, 0, len(arts))
+	facts := make([]map[string]any, 0, len(arts))
+	for _, a := range arts {
+		res.Artifacts = append(res.Artifacts, Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, ContentBase64: a.ContentBase64})
+		facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
+	}
+	_ = h.audit(req, audit.Record{Step: "artifacts", OK: err == nil, Facts: map[string]any{
+		"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
 }
 
 func (h *HelperLauncher) prepareFailed(req Request, le *errdefs.Error) error {
-	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
+	_ = h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
 	return le
 }
 
 // audit writes one record of req's launch. A failure is logged and
 // returned; before the helper starts, the caller refuses the launch on it
 // (nothing runs unaudited), after it the exec is already running and is
-// reaped as usual.
+// reaped as usual. A probe's records say so (facts.probe).
 func (h *HelperLauncher) audit(req Request, r audit.Record) error {
 	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
 	if r.Source == "" {
-		r.Source = "supervisor"
+		r.Source = audit.SourceSupervisor
+	}
+	if req.Probe && r.Source == audit.SourceSupervisor {
+		if r.Facts == nil {
+			r.Facts = map[string]any{}
+		}
+		r.Facts["probe"] = true
 	}
 	if h.cfg.Sink == nil {
 		return nil
@@ -203,421 +225,75 @@ func buildSpec(req Request, workspace string) spec.LaunchSpec {
 	}
 }
 
-// bwrapStatus is one JSON document of bwrap's --json-status-fd.
-type bwrapStatus struct {
-	ChildPID *int `json:"child-pid"`
-	ExitCode *int `json:"exit-code"`
-}
-
-// helperRun is what one helper invocation produced.
-type helperRun struct {
-	reports    []spec.Report
-	helperExit int // the helper/bwrap process's exit status, -1 if signalled
-	bwrapExit  *int
-	childPID   int
-	reaperGone bool // waited until the sandbox's pid 1 had exited
-	oomKilled  bool
-	// quotaExceeded: the workspace grew past the quota and the exec was killed.
-	quotaExceeded bool
-	cgroupLeft    int // processes still in the exec's cgroup after the reaper was gone
-	killed        bool
-	timedOut      bool
-	stdout        capturedStream
-	stderr        capturedStream
-	usage         Usage
-	duration      time.Duration
-}
-
-// run starts the helper for req and reaps everything it started.
-func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, ws *workspace.Workspace) (*ExecResult, error) {
-	start := time.Now()
-	sp := buildSpec(req, wsName)
-	hr, err := h.runHelper(ctx, req, sp, ws)
+// execCgroup creates the exec's cgroup, or refuses the launch when cgroups
+// are required and there are none. The returned func removes it later.
+func (h *HelperLauncher) execCgroup(req Request) (*cgroup.Exec, func(), error) {
+	if h.cgroupMode() == cgroup.ModeNone {
+		if h.cfg.RequireCgroups {
+			reason := "no cgroup subtree was delegated to the supervisor"
+			if h.cfg.Cgroups != nil {
+				reason = h.cfg.Cgroups.Reason()
+			}
+			return nil, nil, errdefs.New(errdefs.ErrUnavailable, "cgroups are required (--require-cgroups) but "+reason, "", nil)
+		}
+		return nil, func() {}, nil
+	}
+	cg, err := h.cfg.Cgroups.Create(req.ExecID, cgroup.Limits{
+		MemoryBytes: req.Limits.MemoryBytes, Pids: req.Limits.Pids, CPUs: req.Limits.CPUs})
 	if err != nil {
-		h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
+		return nil, nil, errdefs.New(errdefs.ErrUnavailable, "create the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
+	}
+	// Removed after the answer: by then every process of the exec is dead
+	// (the reaper's pidfd, then KillAll), but the kernel may take a moment
+	// to let go of the cgroup, and a memory cgroup's rmdir is slow on v1. A
+	// supervisor that dies first leaves it to Sweep at the next start.
+	return cg, func() {
+		go func() {
+			if err := cg.Remove(); err != nil {
+				h.cfg.Log.Error("remove exec cgroup", "exec_id", req.ExecID, "err", err)
+			}
+		}()
+	}, nil
+}
+
+// runHelper runs the helper for req through its phases and returns only
+// once every process of the exec is gone.
+func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.LaunchSpec, q quotaCheck) (*helperRun, error) {
+	encoded, err := encodeSpec(sp)
+	if err != nil {
 		return nil, err
 	}
-	// The quota may also have stopped the payload between two checks:
-	// RLIMIT_FSIZE (= the quota) refuses a file that grows past it.
-	if ws != nil && h.cfg.QuotaBytes > 0 && !hr.quotaExceeded {
-		if used, err := ws.Usage(); err == nil && used > h.cfg.QuotaBytes {
-			hr.quotaExceeded = true
-		}
-	}
-	res := &ExecResult{
-		ID: req.ExecID, Stdout: hr.stdout.String(), Stderr: hr.stderr.String(),
-		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
-		DurationMS: time.Since(start).Milliseconds(), Usage: hr.usage, TimedOut: hr.timedOut,
-		Artifacts:     []Artifact{},
-		Policy:        PolicyAttestation{Limits: h.AppliedLimits(req.Limits)},
-		OOMKilled:     hr.oomKilled,
-		QuotaExceeded: hr.quotaExceeded,
-	}
-	for _, r := range hr.reports {
-		if !r.OK {
-			continue
-		}
-		if v, ok := r.Facts["profile_sha256"].(string); ok {
-			res.Policy.ProfileSHA256 = v
-		}
-		if v, ok := r.Facts["mounts_sha256"].(string); ok {
-			res.Policy.MountsSHA256 = v
-		}
-		if v, ok := r.Facts["helper_version"].(string); ok {
-			res.Policy.HelperVersion = v
-		}
-	}
-
-	switch {
-	case hr.killed:
-		sig := "SIGKILL"
-		res.Signal = &sig
-	case hr.bwrapExit != nil:
-		code := *hr.bwrapExit
-		// bwrap reports a payload killed by signal N as 128+N, the shell
-		// convention; a payload that exits 128+N itself reads the same.
-		if code > 128 && code < 128+65 {
-			sig := signalName(syscall.Signal(code - 128))
-			res.Signal = &sig
-		} else {
-			res.ExitCode = &code
-		}
-	default:
-		le := h.launchFailure(hr)
-		h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: map[string]any{
-			"helper_exit": hr.helperExit, "stderr_head": hr.stderr.Head(512)}})
-		return nil, le
-	}
-	h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: map[string]any{
-		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut,
-		"duration_ms": res.DurationMS, "usage": res.Usage, "bwrap_child_pid": hr.childPID,
-		"stdout_bytes": hr.stdout.total, "stderr_bytes": hr.stderr.total,
-		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated,
-		// The reaper's pidfd became readable: the kernel had killed and
-		// reaped every process of the sandbox's pid namespace by then.
-		"pid_namespace_gone": hr.reaperGone,
-		"oom_killed":         hr.oomKilled, "cgroup_processes_left": hr.cgroupLeft,
-		"quota_exceeded": hr.quotaExceeded,
-	}})
-	return res, nil
-}
-
-// launchFailure explains a run in which the payload never started.
-func (h *HelperLauncher) launchFailure(hr *helperRun) *errdefs.Error {
-	for i := len(hr.reports) - 1; i >= 0; i-- {
-		r := hr.reports[i]
-		if r.OK {
-			continue
-		}
-		class := errdefs.ErrInternal
-		if spec.Unavailable(hr.helperExit) {
-			class = errdefs.ErrUnavailable
-		} else if hr.helperExit == spec.ExitSpec {
-			// The supervisor built the spec from a decided request: a
-			// refusal means the operator's limits exceed the helper's
-			// caps, not that the caller asked for something wrong.
-			class = errdefs.ErrUnavailable
-		}
-		return errdefs.New(class, fmt.Sprintf("sandbox helper failed at step %q: %s", r.Step, r.Error), r.Fix, nil)
-	}
-	if hr.helperExit >= spec.ExitUsage && hr.helperExit <= spec.ExitExec || hr.helperExit == 127 || hr.helperExit == 126 {
-		return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))), "reinstall the helper (make install) and run `sandboxctl doctor`", nil)
-	}
-	if len(hr.reports) > 0 && hr.reports[len(hr.reports)-1].Step == "exec" {
-		return errdefs.New(errdefs.ErrUnavailable, "bubblewrap could not build the sandbox: "+strings.TrimSpace(hr.stderr.Head(500)), "run `sandboxctl doctor`; check that the helper config's binds exist; in a container bubblewrap also needs an unmasked /proc (Docker security_opt systempaths=unconfined, Kubernetes procMount: Unmasked) and an AppArmor profile that allows mount", nil)
-	}
-	return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))), "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)", nil)
-}
-
-// runHelper starts sandboxd-nsinit with the spec and stdio, relays its step
-// reports into the audit trail, enforces the timeout and ctx, and returns
-// only once every process of the exec is gone.
-func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.LaunchSpec, ws *workspace.Workspace) (*helperRun, error) {
-	encoded, err := json.Marshal(sp)
+	cg, removeCgroup, err := h.execCgroup(req)
 	if err != nil {
-		return nil, errdefs.New(errdefs.ErrInternal, "encode launch spec", "", err)
+		return nil, err
 	}
-	if len(encoded) > spec.MaxSize {
-		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("the launch spec is %d bytes, above the helper's limit of %d: send less code or env", len(encoded), spec.MaxSize), "", nil)
+	defer removeCgroup()
+	hp, err := newHelperProc(h.cfg.HelperPath, cg, req.Limits.OutputLimitBytes)
+	if err != nil {
+		return nil, err
 	}
-	p := &pipeSet{}
-	defer p.closeAll()
-	specR, specW := p.pipe()
-	reportR, reportW := p.pipe()
-	statusR, statusW := p.pipe()
-	stdinR, stdinW := p.pipe()
-	stdoutR, stdoutW := p.pipe()
-	stderrR, stderrW := p.pipe()
-	releaseR, releaseW := p.pipe()
-	if p.err != nil {
-		return nil, errdefs.New(errdefs.ErrInternal, "create pipes", "", p.err)
+	// Last of all, after the reap: the release pipe's write end with it.
+	defer hp.pipes.closeAll()
+	if err := hp.start(); err != nil {
+		return nil, err
 	}
-
-	var cg *cgroup.Exec
-	switch {
-	case h.cgroupMode() != cgroup.ModeNone:
-		cg, err = h.cfg.Cgroups.Create(req.ExecID, cgroup.Limits{
-			MemoryBytes: req.Limits.MemoryBytes, Pids: req.Limits.Pids, CPUs: req.Limits.CPUs})
-		if err != nil {
-			return nil, errdefs.New(errdefs.ErrUnavailable, "create the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
-		}
-		// Removed after the answer: by then every process of the exec is
-		// dead (the reaper's pidfd, then KillAll), but the kernel may take
-		// a moment to let go of the cgroup, and a memory cgroup's rmdir is
-		// slow on v1. A supervisor that dies first leaves it to Sweep at
-		// the next start.
-		defer func() {
-			go func() {
-				if err := cg.Remove(); err != nil {
-					h.cfg.Log.Error("remove exec cgroup", "exec_id", req.ExecID, "err", err)
-				}
-			}()
-		}()
-	case h.cfg.RequireCgroups:
-		reason := "no cgroup subtree was delegated to the supervisor"
-		if h.cfg.Cgroups != nil {
-			reason = h.cfg.Cgroups.Reason()
-		}
-		return nil, errdefs.New(errdefs.ErrUnavailable, "cgroups are required (--require-cgroups) but "+reason, "", nil)
-	}
-
-	cmd := &exec.Cmd{
-		Path:       h.cfg.HelperPath,
-		Args:       []string{"sandboxd-nsinit"},
-		Env:        []string{},
-		Dir:        "/",
-		Stdin:      stdinR,
-		Stdout:     stdoutW,
-		Stderr:     stderrW,
-		ExtraFiles: []*os.File{specR, reportW, statusW, releaseR}, // fds 3, 4, 5, 6
-		SysProcAttr: &syscall.SysProcAttr{
-			// The helper re-arms this after its exec (file capabilities
-			// clear it); it covers the window before.
-			Pdeathsig: syscall.SIGKILL,
-		},
-	}
-	if cg != nil && cg.Dir() != "" {
-		// cgroup v2: born in its cgroup (CLONE_INTO_CGROUP), no window.
-		fd, err := unix.Open(cg.Dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, errdefs.New(errdefs.ErrUnavailable, "open the exec's cgroup", "", err)
-		}
-		defer unix.Close(fd)
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-	}
-
-	hr := &helperRun{}
-	limit := req.Limits.OutputLimitBytes
-	hr.stdout.limit, hr.stderr.limit = limit, limit
+	hp.feed(encoded, req.Stdin)
+	placeErr := hp.place()
+	hp.relayReports(func(r spec.Report) {
+		_ = h.audit(req, audit.Record{Source: audit.SourceNsinit, Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
+	})
+	hp.watchStatus()
+	hp.drainOutput()
 	timeout := req.Limits.Timeout()
 	if timeout <= 0 {
-		timeout = 30 * time.Second
+		timeout = defaultTimeout
 	}
-
-	type startResult struct {
-		err   error
-		state *os.ProcessState
-	}
-	started := make(chan error, 1)
-	waited := make(chan startResult, 1)
-	// Pdeathsig fires when the thread that forked the child exits, not the
-	// process: start and wait on one locked thread so it cannot go early.
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		err := cmd.Wait()
-		waited <- startResult{err: err, state: cmd.ProcessState}
-	}()
-	if err := <-started; err != nil {
-		return nil, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("start sandbox helper %s", h.cfg.HelperPath), "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)", err)
-	}
-	begin := time.Now()
-	// The child has its ends; ours must go so that EOF means "child done".
-	for _, f := range []*os.File{specR, reportW, statusW, stdinR, stdoutW, stderrW, releaseR} {
-		p.release(f)
-	}
-
-	go func() {
-		_, _ = specW.Write(encoded)
-		p.release(specW)
-	}()
-	// cgroup v1: move the helper while it starts up, then release it. It
-	// execs bwrap only after the release byte, so everything of the sandbox
-	// starts inside the cgroup; only the prelude's short-lived holder does
-	// not. (A v1 move waits for an RCU grace period, several ms here: done
-	// in parallel with the helper's own start-up, it costs little.)
+	stop, stopErr := hp.supervise(ctx, timeout, q)
+	hr := hp.teardown(stop, stopErr)
 	// A helper that failed on its own is gone before the move: its reports
 	// say why, so the move's error only counts when the helper had not.
-	var placeErr error
-	if cg != nil && cg.Dir() == "" {
-		if placeErr = cg.Add(cmd.Process.Pid); placeErr != nil {
-			_ = cmd.Process.Kill() // never released: nothing ran
-		}
-	}
-	if placeErr == nil {
-		_, _ = releaseW.Write([]byte{1})
-	}
-	p.release(releaseW)
-	go func() {
-		if len(req.Stdin) > 0 {
-			_, _ = stdinW.Write(req.Stdin)
-		}
-		p.release(stdinW)
-	}()
-
-	reportsDone := make(chan []spec.Report, 1)
-	go func() {
-		var reps []spec.Report
-		sc := bufio.NewScanner(reportR)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var r spec.Report
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				r = spec.Report{Step: "unknown", Error: fmt.Sprintf("undecodable helper report: %v", err)}
-			}
-			reps = append(reps, r)
-			h.audit(req, audit.Record{Source: "nsinit", Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
-		}
-		reportsDone <- reps
-	}()
-
-	pidfdCh := make(chan int, 1)
-	statusDone := make(chan *int, 1)
-	go func() {
-		dec := json.NewDecoder(io.LimitReader(statusR, 1<<20))
-		var exit *int
-		sentPID := false
-		for {
-			var st bwrapStatus
-			if err := dec.Decode(&st); err != nil {
-				break
-			}
-			if st.ChildPID != nil && !sentPID {
-				hr.childPID = *st.ChildPID
-				// Opened while the child is alive, so the fd names that
-				// process even if its pid is reused later.
-				if fd, err := unix.PidfdOpen(*st.ChildPID, 0); err == nil {
-					pidfdCh <- fd
-					sentPID = true
-				}
-			}
-			if st.ExitCode != nil {
-				exit = st.ExitCode
-			}
-		}
-		if !sentPID {
-			pidfdCh <- -1
-		}
-		statusDone <- exit
-	}()
-
-	outDone := make(chan struct{}, 2)
-	go func() { hr.stdout.drain(stdoutR); outDone <- struct{}{} }()
-	go func() { hr.stderr.drain(stderrR); outDone <- struct{}{} }()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	// The workspace quota is watched while the payload runs: past it, the
-	// exec is stopped. RLIMIT_FSIZE caps any single file at the quota, so
-	// the overshoot is at most what the payload writes in one interval
-	// (README: "Workspace quota").
-	var quotaTick <-chan time.Time
-	if ws != nil && h.cfg.QuotaBytes > 0 {
-		t := time.NewTicker(quotaInterval)
-		defer t.Stop()
-		quotaTick = t.C
-	}
-	var res startResult
-wait:
-	for {
-		select {
-		case res = <-waited:
-			break wait
-		case <-timer.C:
-			hr.timedOut, hr.killed = true, true
-			break wait
-		case <-ctx.Done():
-			hr.killed = true
-			break wait
-		case <-quotaTick:
-			if used, err := ws.Usage(); err == nil && used > h.cfg.QuotaBytes {
-				hr.quotaExceeded, hr.killed = true, true
-				break wait
-			}
-		}
-	}
-	pidfd := -1
-	pidfdKnown := false
-	if hr.killed {
-		// Kill the sandbox's pid 1 (bwrap's reaper) first: the kernel then
-		// kills every process of its pid namespace -- setsid, double fork
-		// and daemons included -- and bwrap, still alive, reaps it and exits,
-		// so no orphan is left for the host's init. If the reaper is not
-		// known yet (bwrap still setting up), or bwrap lingers, bwrap itself
-		// is killed and --die-with-parent takes the reaper down.
-		select {
-		case pidfd = <-pidfdCh:
-			pidfdKnown = true
-		default:
-		}
-		if pidfd >= 0 {
-			_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-		} else {
-			_ = cmd.Process.Kill()
-		}
-		select {
-		case res = <-waited:
-		case <-time.After(2 * time.Second):
-			_ = cmd.Process.Kill()
-			res = <-waited
-		}
-	}
-	hr.bwrapExit = <-statusDone
-	if !pidfdKnown {
-		pidfd = <-pidfdCh
-	}
-	if pidfd >= 0 {
-		// Returns once the reaper is gone, and with it its pid namespace.
-		_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-		hr.reaperGone = waitPidfd(pidfd)
-		// bwrap exits as soon as its reaper reports the payload's status,
-		// without waiting for the reaper itself: the reaper is then
-		// orphaned, and re-parented to this process (a child subreaper,
-		// see cmd/sandboxd). Reap it, or it stays a zombie of ours.
-		var info unix.Siginfo
-		_ = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG, nil)
-		unix.Close(pidfd)
-	}
-	if cg != nil {
-		// Belt and braces: the pid namespace is gone with its reaper, but
-		// anything that escaped it into the cgroup is killed here.
-		hr.oomKilled = cg.OOMKilled()
-		hr.cgroupLeft = len(cg.Procs())
-		cg.KillAll()
-	}
-	hr.reports = <-reportsDone
-	<-outDone
-	<-outDone
 	if placeErr != nil && !reportedFailure(hr.reports) {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", placeErr)
-	}
-	hr.duration = time.Since(begin)
-	if res.state != nil {
-		hr.helperExit = res.state.ExitCode()
-		if ru, ok := res.state.SysUsage().(*syscall.Rusage); ok && ru != nil {
-			hr.usage = Usage{
-				CPUMS:    (ru.Utime.Sec+ru.Stime.Sec)*1000 + (int64(ru.Utime.Usec)+int64(ru.Stime.Usec))/1000,
-				MaxRSSKB: ru.Maxrss,
-			}
-		}
-	}
-	if hr.killed {
-		hr.bwrapExit = nil
+		return hr, errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", placeErr)
 	}
 	return hr, nil
 }
@@ -632,57 +308,9 @@ func reportedFailure(reps []spec.Report) bool {
 	return false
 }
 
-// waitPidfd blocks until the process behind pidfd has exited. For the
-// sandbox's pid 1 that means every process of its pid namespace is gone:
-// the kernel kills and reaps them before pid 1's exit completes.
-func waitPidfd(fd int) bool {
-	for {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, -1)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n == 1
-	}
-}
-
 func joinFix(msg, fix string) string {
 	if fix == "" {
 		return msg
 	}
 	return msg + "; fix: " + fix
-}
-
-// pipeSet tracks pipe ends so none leaks on any return path.
-type pipeSet struct {
-	open []*os.File
-	err  error
-}
-
-func (p *pipeSet) pipe() (*os.File, *os.File) {
-	if p.err != nil {
-		return nil, nil
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		p.err = err
-		return nil, nil
-	}
-	p.open = append(p.open, r, w)
-	return r, w
-}
-
-func (p *pipeSet) release(f *os.File) { _ = f.Close() }
-
-func (p *pipeSet) closeAll() {
-	for _, f := range p.open {
-		_ = f.Close()
-	}
-}
-
-func signalName(s syscall.Signal) string {
-	if name := unix.SignalName(s); name != "" {
-		return name
-	}
-	return fmt.Sprintf("SIG%d", int(s))
 }

@@ -36,6 +36,9 @@ type Request struct {
 	// SessionWorkspace names a session's workspace directory below the
 	// workspace root; empty for a one-shot exec (fresh workspace, removed).
 	SessionWorkspace string
+	// Probe marks a health probe (Runtime "probe"): every supervisor
+	// record of its trail carries the fact probe: true.
+	Probe bool
 }
 
 // The wire types a launch produces; package api owns them.
@@ -58,7 +61,8 @@ type Launcher interface {
 // the type).
 type HealthChecks = api.HealthChecks
 
-// Prober checks whether the host can sandbox right now.
+// Prober checks whether the host can sandbox right now. by is the peer
+// asking; a probe that launches is audited under its credentials.
 type Prober interface {
-	Probe(ctx context.Context) HealthChecks
+	Probe(ctx context.Context, by Caller) HealthChecks
 }

@@ -48,7 +48,7 @@ func (l *fuzzLauncher) Launch(_ context.Context, req LaunchRequest) (*ExecResult
 
 type fuzzProber struct{}
 
-func (fuzzProber) Probe(context.Context) HealthChecks { return HealthChecks{} }
+func (fuzzProber) Probe(context.Context, Caller) HealthChecks { return HealthChecks{} }
 
 // FuzzExecRequest fuzzes the API request decoder: a POST /v1/exec (or a
 // session exec's) body and Content-Type go through the real handler chain -

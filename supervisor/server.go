@@ -216,7 +216,8 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthProbeTimeout)
 	defer cancel()
-	checks := s.prober.Probe(ctx)
+	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
+	checks := s.prober.Probe(ctx, caller)
 	ready := checks.Ready()
 	status := http.StatusOK
 	if !ready {

@@ -58,7 +58,7 @@ func okResult(req LaunchRequest) *ExecResult {
 
 type fakeProber struct{ checks HealthChecks }
 
-func (p fakeProber) Probe(context.Context) HealthChecks { return p.checks }
+func (p fakeProber) Probe(context.Context, Caller) HealthChecks { return p.checks }
 
 func readyChecks() HealthChecks {
 	return HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v1", Disk: "ok"}

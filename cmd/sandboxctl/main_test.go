@@ -45,7 +45,7 @@ func (l *launcher) request() supervisor.LaunchRequest {
 
 type prober struct{ checks api.HealthChecks }
 
-func (p prober) Probe(context.Context) api.HealthChecks { return p.checks }
+func (p prober) Probe(context.Context, supervisor.Caller) api.HealthChecks { return p.checks }
 
 func ready() api.HealthChecks {
 	return api.HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v2", Disk: "ok"}

@@ -1,0 +1,180 @@
+package launch
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/nsinit/spec"
+)
+
+// Exit statuses of the helper's own process that mean it never ran: the
+// shell conventions exec.Cmd's callers and the kernel's binfmt use.
+const (
+	exitNotExecutable = 126 // found but could not be executed
+	exitNotFound      = 127 // not found
+)
+
+// killGrace is how long teardown waits for the helper to exit once the
+// sandbox's pid 1 is dead before it kills the helper itself.
+const killGrace = 2 * time.Second
+
+// fixInstallHelper is the operator's fix for a helper that cannot start.
+const fixInstallHelper = "install the helper with `make install` and run `sandboxctl doctor` (an exec refused with \"operation not permitted\" means the supervisor's bounding set lacks CAP_SYS_ADMIN or CAP_NET_ADMIN)"
+
+// waitStatus is what the helper's wait returned: its exit status and
+// resource usage, or why waiting failed.
+type waitStatus struct {
+	err   error
+	state *os.ProcessState
+}
+
+// helperProc is one run of sandboxd-nsinit, from its pipes to its reap.
+// Its phases are methods, called in this order by HelperLauncher.runHelper:
+// newHelperProc (pipes), start, feed, place, relayReports, watchStatus,
+// drainOutput, supervise, teardown.
+type helperProc struct {
+	path  string
+	cg    *cgroup.Exec // nil without cgroups
+	pipes *helperPipes
+	cmd   *exec.Cmd
+	// grace is killGrace; tests shorten it.
+	grace time.Duration
+
+	waited    chan waitStatus   // from the locked thread that started the helper
+	reports   chan relayed      // relayReports' result, at EOF of fd 4
+	violation chan error        // the first permit violation, as soon as it is seen
+	status    chan bwrapOutcome // watchStatus' result, at EOF of fd 5
+	pidfd     chan int          // the sandbox's pid 1 as a pidfd, or -1
+	outDone   chan struct{}
+
+	stdout, stderr capturedStream
+	wait           waitStatus // set once the helper has been waited for
+	begin          time.Time
+}
+
+// newHelperProc makes the pipes of one helper run (phase "pipes").
+func newHelperProc(path string, cg *cgroup.Exec, outputLimit int64) (*helperProc, error) {
+	p, err := newPipes()
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrInternal, "create the helper's pipes", "", err)
+	}
+	hp := &helperProc{
+		path: path, cg: cg, pipes: p, grace: killGrace,
+		waited: make(chan waitStatus, 1), reports: make(chan relayed, 1),
+		violation: make(chan error, 1), status: make(chan bwrapOutcome, 1),
+		pidfd: make(chan int, 1), outDone: make(chan struct{}, 2),
+	}
+	hp.stdout.limit, hp.stderr.limit = outputLimit, outputLimit
+	return hp, nil
+}
+
+// start forks the helper (phase "start"). On cgroup v2 it is born in the
+// exec's cgroup (CLONE_INTO_CGROUP): nothing of it ever runs outside.
+func (hp *helperProc) start() error {
+	hp.cmd = &exec.Cmd{
+		Path:       hp.path,
+		Args:       []string{"sandboxd-nsinit"},
+		Env:        []string{},
+		Dir:        "/",
+		Stdin:      hp.pipes.stdinR,
+		Stdout:     hp.pipes.stdoutW,
+		Stderr:     hp.pipes.stderrW,
+		ExtraFiles: hp.pipes.extraFiles(), // fds 3, 4, 5, 6
+		SysProcAttr: &syscall.SysProcAttr{
+			// The helper re-arms this after its exec (file capabilities
+			// clear it); it covers the window before.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if hp.cg != nil && hp.cg.Dir() != "" {
+		fd, err := unix.Open(hp.cg.Dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return errdefs.New(errdefs.ErrUnavailable, "open the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
+		}
+		defer unix.Close(fd) // the child has it from the clone on
+		hp.cmd.SysProcAttr.UseCgroupFD, hp.cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	started := make(chan error, 1)
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process (golang/go#27505): start and wait on one locked thread, so
+	// the runtime cannot retire it while the helper lives.
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := hp.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := hp.cmd.Wait()
+		hp.waited <- waitStatus{err: err, state: hp.cmd.ProcessState}
+	}()
+	if err := <-started; err != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "start sandbox helper "+hp.path, fixInstallHelper, err)
+	}
+	hp.begin = time.Now()
+	hp.pipes.closeChildEnds()
+	return nil
+}
+
+// feed writes the spec and the payload's stdin, each from its own
+// goroutine: a helper that stops reading must not block the launch.
+func (hp *helperProc) feed(encodedSpec, stdin []byte) {
+	go func() {
+		_, _ = hp.pipes.specW.Write(encodedSpec)
+		hp.pipes.close(hp.pipes.specW)
+	}()
+	go func() {
+		if len(stdin) > 0 {
+			_, _ = hp.pipes.stdinW.Write(stdin)
+		}
+		hp.pipes.close(hp.pipes.stdinW)
+	}()
+}
+
+// place moves the helper into the exec's cgroup on v1, then releases it
+// (phase "place"). The helper execs bwrap only after the release byte, so
+// everything of the sandbox starts inside the cgroup; only the prelude's
+// short-lived holder does not. A v1 move waits for an RCU grace period
+// (cgroup_threadgroup_rwsem), several ms here: done while the helper starts
+// up, it costs little. The release pipe's write end stays open until the
+// helper is reaped (closeAll): a hang-up on fd 6 then means the supervisor
+// died, never that the launch was released.
+func (hp *helperProc) place() error {
+	if hp.cg != nil && hp.cg.Dir() == "" {
+		if err := hp.cg.Add(hp.cmd.Process.Pid); err != nil {
+			_ = hp.cmd.Process.Kill() // never released: nothing ran
+			return err
+		}
+	}
+	// A failed write means the helper is already gone; its reports say why.
+	_, _ = hp.pipes.releaseW.Write([]byte{1})
+	return nil
+}
+
+// drainOutput captures the payload's stdout and stderr to EOF.
+func (hp *helperProc) drainOutput() {
+	go func() { hp.stdout.drain(hp.pipes.stdoutR); hp.outDone <- struct{}{} }()
+	go func() { hp.stderr.drain(hp.pipes.stderrR); hp.outDone <- struct{}{} }()
+}
+
+// encodeSpec is the spec as the helper reads it on fd 3.
+func encodeSpec(sp spec.LaunchSpec) ([]byte, error) {
+	encoded, err := json.Marshal(sp)
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrInternal, "encode launch spec", "", err)
+	}
+	if len(encoded) > spec.MaxSize {
+		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("the launch spec is %d bytes, above the helper's limit of %d: send less code or env", len(encoded), spec.MaxSize), "", nil)
+	}
+	return encoded, nil
+}

@@ -1,0 +1,163 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/nsinit/spec"
+)
+
+// run starts the helper for req, reaps everything it started, and turns
+// what happened into a result or a launch error; either way the reap
+// record ends the exec's trail.
+func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q quotaCheck) (*ExecResult, *helperRun, error) {
+	start := time.Now()
+	hr, err := h.runHelper(ctx, req, buildSpec(req, wsName), q)
+	if err != nil {
+		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
+		return nil, hr, err
+	}
+	// The quota may also have been passed between two checks, or in the
+	// last interval; RLIMIT_FSIZE (= the quota) bounds each file.
+	if !hr.quotaExceeded {
+		hr.quotaExceeded, hr.quotaErr = q.over()
+	}
+	if le := h.refusal(hr); le != nil {
+		facts := map[string]any{"helper_exit": hr.helperExit, "stderr_head": hr.stderr.Head(512), "stopped": hr.stop.String()}
+		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: facts})
+		return nil, hr, le
+	}
+	res := h.result(req, hr, time.Since(start))
+	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: reapFacts(res, hr)})
+	return res, hr, nil
+}
+
+// refusal is the launch error of a run that produced no payload result:
+// the helper broke the permit sequence, or the payload never started, or it
+// ran without the helper having reported every step (fail closed: then the
+// confinement it ran under is not attested).
+func (h *HelperLauncher) refusal(hr *helperRun) *errdefs.Error {
+	if hr.violation != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "the sandbox helper's step reports broke the permit sequence, so the launch was refused and the helper killed: "+hr.violation.Error(),
+			"reinstall the helper (make install) so it matches this supervisor, and run `sandboxctl doctor`", nil)
+	}
+	if hr.killed {
+		return nil // stopped by the supervisor: a result (SIGKILL)
+	}
+	if hr.bwrap.exit == nil {
+		return h.launchFailure(hr)
+	}
+	if hr.exec == nil {
+		return errdefs.New(errdefs.ErrUnavailable, "the payload ran but the sandbox helper never reported its exec step, so its confinement is not attested and the result is withheld",
+			"reinstall the helper (make install) and run `sandboxctl doctor`", nil)
+	}
+	return nil
+}
+
+// result assembles the answer of a run that produced a payload result.
+func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) *ExecResult {
+	res := &ExecResult{
+		ID: req.ExecID, Stdout: hr.stdout.String(), Stderr: hr.stderr.String(),
+		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
+		DurationMS: took.Milliseconds(), Usage: hr.usage, TimedOut: hr.stop == stopTimeout,
+		Artifacts:     []Artifact{},
+		Policy:        attestation(hr.exec),
+		OOMKilled:     hr.oomKilled,
+		QuotaExceeded: hr.quotaExceeded,
+	}
+	res.Policy.Limits = h.AppliedLimits(req.Limits)
+	switch {
+	case hr.killed:
+		sig := "SIGKILL"
+		res.Signal = &sig
+	case *hr.bwrap.exit > 128 && *hr.bwrap.exit < 128+65:
+		// bwrap reports a payload killed by signal N as 128+N, the shell
+		// convention; a payload that exits 128+N itself reads the same.
+		sig := signalName(syscall.Signal(*hr.bwrap.exit - 128))
+		res.Signal = &sig
+	default:
+		code := *hr.bwrap.exit
+		res.ExitCode = &code
+	}
+	return res
+}
+
+// execFacts are the facts of the helper's exec report that the result
+// attests (nsinit.launch.exec writes them).
+type execFacts struct {
+	ProfileSHA256 string `json:"profile_sha256"`
+	MountsSHA256  string `json:"mounts_sha256"`
+	HelperVersion string `json:"helper_version"`
+}
+
+// attestation is taken from the exec step's facts only: they describe the
+// sandbox bwrap was exec'd into, after every other step passed. (A killed
+// exec may have none: then nothing is attested.)
+func attestation(exec *spec.Report) PolicyAttestation {
+	var f execFacts
+	if exec != nil {
+		if b, err := json.Marshal(exec.Facts); err == nil {
+			_ = json.Unmarshal(b, &f)
+		}
+	}
+	return PolicyAttestation{ProfileSHA256: f.ProfileSHA256, MountsSHA256: f.MountsSHA256, HelperVersion: f.HelperVersion}
+}
+
+// reapFacts are the facts of a successful reap record.
+func reapFacts(res *ExecResult, hr *helperRun) map[string]any {
+	f := map[string]any{
+		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut,
+		"duration_ms": res.DurationMS, "usage": res.Usage, "bwrap_child_pid": hr.bwrap.childPID,
+		"stdout_bytes": hr.stdout.total, "stderr_bytes": hr.stderr.total,
+		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated,
+		// The reaper's pidfd became readable: the kernel had killed and
+		// reaped every process of the sandbox's pid namespace by then.
+		"pid_namespace_gone": hr.reaperGone,
+		"oom_killed":         hr.oomKilled, "cgroup_processes_left": hr.cgroupLeft,
+		"quota_exceeded": res.QuotaExceeded, "stopped": hr.stop.String(),
+	}
+	if hr.quotaErr != nil {
+		f["quota_error"] = hr.quotaErr.Error()
+	}
+	return f
+}
+
+// launchFailure explains a run in which the payload never started.
+func (h *HelperLauncher) launchFailure(hr *helperRun) *errdefs.Error {
+	for i := len(hr.reports) - 1; i >= 0; i-- {
+		r := hr.reports[i]
+		if r.OK {
+			continue
+		}
+		class := errdefs.ErrInternal
+		// A refused spec: the supervisor built it from a decided request,
+		// so the operator's limits exceed the helper's caps -- not the
+		// caller's fault.
+		if spec.Unavailable(hr.helperExit) || hr.helperExit == spec.ExitSpec {
+			class = errdefs.ErrUnavailable
+		}
+		return errdefs.New(class, fmt.Sprintf("sandbox helper failed at step %q: %s", r.Step, r.Error), r.Fix, nil)
+	}
+	if hr.helperExit >= spec.ExitUsage && hr.helperExit <= spec.ExitExec || hr.helperExit == exitNotFound || hr.helperExit == exitNotExecutable {
+		return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("sandbox helper %s exited %d without a report: %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))), "reinstall the helper (make install) and run `sandboxctl doctor`", nil)
+	}
+	if len(hr.reports) > 0 && hr.reports[len(hr.reports)-1].Step == audit.StepExec {
+		return errdefs.New(errdefs.ErrUnavailable, "bubblewrap could not build the sandbox: "+strings.TrimSpace(hr.stderr.Head(500)), "run `sandboxctl doctor`; check that the helper config's binds exist; in a container bubblewrap also needs an unmasked /proc (Docker security_opt systempaths=unconfined, Kubernetes procMount: Unmasked) and an AppArmor profile that allows mount", nil)
+	}
+	return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("sandbox helper %s did not start (exit %d): %s", h.cfg.HelperPath, hr.helperExit, strings.TrimSpace(hr.stderr.Head(300))), fixInstallHelper, nil)
+}
+
+func signalName(s syscall.Signal) string {
+	if name := unix.SignalName(s); name != "" {
+		return name
+	}
+	return fmt.Sprintf("SIG%d", int(s))
+}
