@@ -49,6 +49,7 @@ const defaultTimeout = 30 * time.Second
 type HelperLauncher struct {
 	cfg   Config
 	probe probeCache
+	grace time.Duration // killGrace; tests shorten it
 }
 
 // New checks the workspace root and returns a launcher.
@@ -59,7 +60,7 @@ func New(cfg Config) (*HelperLauncher, error) {
 	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("create workspace root %q: %w", cfg.WorkspaceRoot, err)
 	}
-	return &HelperLauncher{cfg: cfg}, nil
+	return &HelperLauncher{cfg: cfg, grace: killGrace}, nil
 }
 
 // Launch runs one exec: in a fresh workspace that is removed afterwards, or
@@ -272,6 +273,7 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.Lau
 	if err != nil {
 		return nil, err
 	}
+	hp.grace = h.grace
 	// Last of all, after the reap: the release pipe's write end with it.
 	defer hp.pipes.closeAll()
 	if err := hp.start(); err != nil {

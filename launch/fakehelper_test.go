@@ -1,0 +1,220 @@
+package launch
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/nsinit/spec"
+)
+
+// The fake helper is this test binary, started by the launcher under the
+// helper's name (argv[0] "sandboxd-nsinit", as the launcher always starts
+// it; TestMain dispatches on it). It speaks the helper's side of the
+// nsinit/spec fd contract -- spec on fd 3, reports on fd 4, bwrap's JSON
+// status on fd 5, the release byte on fd 6 -- and behaves as the scenario
+// named by the first word of the spec's code says. Its "payload" is a real
+// child process, so pidfds, kills and reaps are real.
+
+const fakeHelperName = "sandboxd-nsinit"
+
+// fakeExecFacts are the attestation facts the fake's exec report carries.
+var fakeExecFacts = map[string]any{"profile_sha256": "fake-profile", "mounts_sha256": "fake-mounts", "helper_version": "fake-1"}
+
+type fake struct {
+	rep, status, release *os.File
+	arg                  string // the rest of the spec's code
+	workspace            string // the exec's workspace (the code's second word)
+}
+
+func fakeHelper() int {
+	b, err := io.ReadAll(os.NewFile(spec.FDSpec, "spec"))
+	if err != nil {
+		return spec.ExitUsage
+	}
+	var sp spec.LaunchSpec
+	if err := json.Unmarshal(b, &sp); err != nil {
+		return spec.ExitSpec
+	}
+	scenario, arg, _ := strings.Cut(string(sp.Code), " ")
+	f := &fake{rep: os.NewFile(spec.FDReport, "report"), status: os.NewFile(spec.FDStatus, "status"),
+		release: os.NewFile(spec.FDRelease, "release"), arg: arg}
+	if root, rest, ok := strings.Cut(arg, " "); ok && strings.HasPrefix(root, "/") {
+		f.workspace, f.arg = filepath.Join(root, sp.Workspace), rest
+	}
+	if sp.Runtime == "probe" {
+		scenario = "ok" // the probe runtime: /usr/bin/true
+	}
+	run, ok := fakeScenarios[scenario]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "fake helper: no scenario %q\n", scenario)
+		return spec.ExitUsage
+	}
+	return run(f)
+}
+
+// fakeScenarios are the helper behaviours the tests choose from.
+var fakeScenarios = map[string]func(f *fake) int{
+	// ok: every step in order, then the payload (a shell running arg).
+	"ok": func(f *fake) int { return f.good(f.arg) },
+	// out-of-order: seccomp before network.
+	"out-of-order": func(f *fake) int {
+		f.steps("enter", "seccomp", "network", "drop")
+		return f.execAndRun("exit 0")
+	},
+	// twice: enter reported twice.
+	"twice": func(f *fake) int {
+		f.steps("enter", "enter", "network", "seccomp", "drop")
+		return f.execAndRun("exit 0")
+	},
+	// unknown-step: a step that is not in the table.
+	"unknown-step": func(f *fake) int {
+		f.steps("enter", "mount", "network", "seccomp", "drop")
+		return f.execAndRun("exit 0")
+	},
+	// after-exec: a report after the sequence ended.
+	"after-exec": func(f *fake) int {
+		f.steps("enter", "network", "seccomp", "drop")
+		f.awaitRelease()
+		f.report(spec.Report{Step: "exec", OK: true, Facts: fakeExecFacts})
+		f.steps("drop")
+		return f.payload("exit 0")
+	},
+	// no-exec: the payload runs, but the exec step is never reported.
+	"no-exec": func(f *fake) int {
+		f.steps("enter", "network", "seccomp", "drop")
+		f.awaitRelease()
+		return f.payload("echo ran; exit 0")
+	},
+	// garbage: a line that is not a report.
+	"garbage": func(f *fake) int {
+		f.steps("enter")
+		_, _ = f.rep.WriteString("this is not json\n")
+		f.steps("network", "seccomp", "drop")
+		return f.execAndRun("exit 0")
+	},
+	// huge: a 4 MiB line, then it goes on as if nothing happened.
+	"huge": func(f *fake) int {
+		f.steps("enter")
+		_, _ = f.rep.Write([]byte(`{"step":"network","ok":true,"facts":{"x":"` + strings.Repeat("x", 4<<20) + "\"}}\n"))
+		f.steps("seccomp", "drop")
+		return f.execAndRun("exit 0")
+	},
+	// fail-enter: the helper fails its first step, the way nsinit does.
+	"fail-enter": func(f *fake) int {
+		f.report(spec.Report{Step: "enter", Error: "clone(CLONE_NEWUSER): operation not permitted", Fix: "allow user namespaces"})
+		return spec.ExitEnter
+	},
+	// prelude-drop: the C prelude's own failure, reported before any step.
+	"prelude-drop": func(f *fake) int {
+		f.report(spec.Report{Step: "drop", Error: "capset: operation not permitted"})
+		return spec.ExitDrop
+	},
+	// hang: the payload sleeps; once it is killed the helper neither exits
+	// nor heeds SIGTERM (a wedged bwrap): only SIGKILL stops it.
+	"hang": func(f *fake) int {
+		signal.Ignore(syscall.SIGTERM)
+		f.steps("enter", "network", "seccomp", "drop")
+		f.awaitRelease()
+		f.report(spec.Report{Step: "exec", OK: true, Facts: fakeExecFacts})
+		f.payload("exec sleep 60")
+		for {
+			time.Sleep(time.Hour)
+		}
+	},
+	// slow-start: never gets to bwrap (no child pid), sleeps.
+	"slow-start": func(f *fake) int {
+		signal.Ignore(syscall.SIGTERM)
+		f.steps("enter")
+		time.Sleep(time.Minute)
+		return 0
+	},
+	// release-watch: the payload runs for arg ms; then the helper says on
+	// stdout whether the release pipe's write end had hung up meanwhile.
+	"release-watch": func(f *fake) int {
+		f.steps("enter", "network", "seccomp", "drop")
+		f.awaitRelease()
+		f.report(spec.Report{Step: "exec", OK: true, Facts: fakeExecFacts})
+		code := f.payload("sleep 0.3")
+		fds := []unix.PollFd{{Fd: int32(f.release.Fd()), Events: unix.POLLIN}}
+		_, _ = unix.Poll(fds, 0)
+		if fds[0].Revents&unix.POLLHUP != 0 {
+			fmt.Println("release: hung up")
+		} else {
+			fmt.Println("release: open")
+		}
+		return code
+	},
+	// grow: the payload writes a 64 KiB file into the workspace every
+	// 50 ms for 10 s; each file is small, so only the watcher can stop it.
+	"grow": func(f *fake) int {
+		return f.good(fmt.Sprintf("cd %s && for i in $(seq 200); do head -c 65536 /dev/zero > f$i; sleep 0.05; done", f.workspace))
+	},
+	// unmeasurable: the payload makes a path longer than PATH_MAX in the
+	// workspace (so measuring it fails), then writes a little every 50 ms.
+	"unmeasurable": func(f *fake) int {
+		deep := strings.Repeat("d", 200)
+		script := fmt.Sprintf("cd %s && for i in $(seq 25); do mkdir %s && cd %s; done; for i in $(seq 200); do echo x > f$i; sleep 0.05; done", f.workspace, deep, deep)
+		return f.good(script)
+	},
+}
+
+func (f *fake) report(r spec.Report) {
+	b, _ := json.Marshal(r)
+	_, _ = f.rep.Write(append(b, '\n'))
+}
+
+func (f *fake) steps(steps ...string) {
+	for _, s := range steps {
+		f.report(spec.Report{Step: s, OK: true})
+	}
+}
+
+func (f *fake) awaitRelease() {
+	var b [1]byte
+	if n, err := f.release.Read(b[:]); n != 1 || err != nil {
+		fmt.Fprintln(os.Stderr, "fake helper: not released")
+		os.Exit(spec.ExitUsage)
+	}
+}
+
+// good is the whole sequence in order, then the payload.
+func (f *fake) good(script string) int {
+	f.steps("enter", "network", "seccomp", "drop")
+	return f.execAndRun(script)
+}
+
+func (f *fake) execAndRun(script string) int {
+	f.awaitRelease()
+	f.report(spec.Report{Step: "exec", OK: true, Facts: fakeExecFacts})
+	return f.payload(script)
+}
+
+// payload runs script as bwrap would run the sandbox's pid 1: its pid on
+// the status fd, then its exit status. It returns the helper's exit
+// status, which (as bwrap's) is the payload's.
+func (f *fake) payload(script string) int {
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "fake helper:", err)
+		return 1
+	}
+	fmt.Fprintf(f.status, "{\"child-pid\": %d}\n", cmd.Process.Pid)
+	_ = cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	fmt.Fprintf(f.status, "{\"exit-code\": %d}\n", code)
+	return code
+}
