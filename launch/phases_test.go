@@ -70,7 +70,7 @@ func TestRelay(t *testing.T) {
 		{"trailing data", line(`{"step":"enter","ok":true} {}`), "trailing data", 1, false},
 		{"no step", line(`{"ok":true}`), "without a step", 1, false},
 		{"not json", line(`\x1b[2J hello`), "undecodable", 1, false},
-		{"line too long", line(`{"step":"enter","ok":true,"error":"` + strings.Repeat("e", maxReportLine) + `"}`) + good, "unreadable", 0, false},
+		{"line too long", line(`{"step":"enter","ok":true,"error":"`+strings.Repeat("e", maxReportLine)+`"}`) + good, "unreadable", 0, false},
 		{"out of order", line(`{"step":"network","ok":true}`), "out of order", 1, false},
 	}
 	for _, c := range cases {
