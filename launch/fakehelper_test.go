@@ -159,12 +159,19 @@ var fakeScenarios = map[string]func(f *fake) int{
 	"grow": func(f *fake) int {
 		return f.good(fmt.Sprintf("cd %s && for i in $(seq 200); do head -c 65536 /dev/zero > f$i; sleep 0.05; done", f.workspace))
 	},
-	// unmeasurable: the payload makes a path longer than PATH_MAX in the
-	// workspace (so measuring it fails), then writes a little every 50 ms.
+	// unmeasurable: a path longer than PATH_MAX appears in the workspace
+	// (so measuring it fails), then the payload writes a little every 50 ms.
 	"unmeasurable": func(f *fake) int {
-		deep := strings.Repeat("d", 200)
-		script := fmt.Sprintf("cd %s && for i in $(seq 25); do mkdir %s && cd %s; done; for i in $(seq 200); do echo x > f$i; sleep 0.05; done", f.workspace, deep, deep)
-		return f.good(script)
+		deep := strings.Repeat("d", 250)
+		if err := os.Chdir(f.workspace); err != nil {
+			return 1
+		}
+		for i := 0; i < 20; i++ { // 20 x 251 bytes: past 4096
+			if os.Mkdir(deep, 0o700) != nil || os.Chdir(deep) != nil {
+				return 1
+			}
+		}
+		return f.good(fmt.Sprintf("cd %s && for i in $(seq 200); do echo x > f$i; sleep 0.05; done", f.workspace))
 	},
 }
 
