@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -284,7 +285,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 	d.facts["session_id"] = sess.ID
 	endUse, err := s.sessions.Use(sess)
 	if err != nil {
-		return nil, nil, sessionError(err)
+		return nil, nil, toAPI(err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
 	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
@@ -292,7 +293,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 	if err != nil {
 		endUse()
 		if errors.Is(err, ErrSessionDeleting) {
-			return nil, nil, sessionError(err)
+			return nil, nil, toAPI(err)
 		}
 		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
 	}
@@ -300,7 +301,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 }
 
 func limitExceeded(msg string) *APIError {
-	return &APIError{Status: api.CodeLimitExceeded.Status(), Code: api.CodeLimitExceeded, Message: msg, RetryAfter: 1}
+	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
 }
 
 func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult) {
@@ -339,42 +340,27 @@ func resultOutcome(r *ExecResult) string {
 	}
 }
 
-// launchFailed maps a launch that produced no result to an answer.
+// launchFailed maps a launch that produced no result to an answer. The
+// error's class decides it (toAPI), except that an internal error never
+// shows its text: it may name host paths, and the log has it.
 func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *slog.Logger, execID string, err error) {
-	if le, ok := AsLaunchError(err); ok {
-		switch le.Kind {
-		case KindUnavailable:
-			msg := le.Reason
-			if le.Fix != "" {
-				msg += "; fix: " + le.Fix
-			}
+	if code := codeOf(err); code != api.CodeInternal {
+		if code == api.CodeUnavailable {
 			log.Warn("launch unavailable", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-			s.metrics.refuse(api.CodeUnavailable)
-			writeError(w, apiErr(api.CodeUnavailable, msg))
-			return
-		case KindInvalid:
-			log.Info("launch refused by the helper", "err", err)
+		} else {
+			log.Info("launch refused", "code", code, "err", err)
 			s.metrics.exec(OutcomeRefused)
-			s.metrics.refuse(api.CodeInvalidArgument)
-			writeError(w, apiErr(api.CodeInvalidArgument, le.Reason))
-			return
-		case KindQuota, KindForbidden:
-			code := api.CodeQuotaExceeded
-			if le.Kind == KindForbidden {
-				code = api.CodeForbidden
-			}
-			s.metrics.exec(OutcomeRefused)
-			s.metrics.refuse(code)
-			writeError(w, apiErr(code, le.Reason))
-			return
 		}
+		s.metrics.refuse(code)
+		writeError(w, toAPI(err))
+		return
 	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
 			log.Warn("exec stopped: the supervisor is shutting down", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-			writeError(w, apiErr(api.CodeUnavailable, "the supervisor is shutting down and stopped this exec; fix: retry once it is back"))
+			writeError(w, toAPI(errdefs.New(errdefs.ErrUnavailable, "the supervisor is shutting down and stopped this exec", "retry once it is back", nil)))
 			return
 		}
 		// The client went away; the launcher has killed the exec and
@@ -402,7 +388,8 @@ func (s *Server) auditFailed(w http.ResponseWriter, log *slog.Logger, err error)
 	log.Error("audit write failed; refusing the exec", "err", err)
 	s.metrics.exec(OutcomeUnavailable)
 	s.metrics.refuse(api.CodeUnavailable)
-	writeError(w, apiErr(api.CodeUnavailable, "the audit log cannot be written, so nothing is launched; fix: check the audit log's disk space and permissions (details in the supervisor log)"))
+	writeError(w, toAPI(errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing is launched",
+		"check the audit log's disk space and permissions (details in the supervisor log)", nil)))
 }
 
 func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts map[string]any) audit.Record {

@@ -3,9 +3,9 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -79,15 +79,28 @@ type LaunchError struct {
 	Err    error
 }
 
-func (e *LaunchError) Error() string {
-	msg := e.Reason
-	if e.Fix != "" {
-		msg += "; fix: " + e.Fix
+func (e *LaunchError) Error() string { return e.Classified().Error() }
+
+// Class is the errdefs class of a kind: the bridge until the launch
+// package returns *errdefs.Error itself and LaunchErrorKind goes.
+func (k LaunchErrorKind) Class() error {
+	switch k {
+	case KindUnavailable:
+		return errdefs.ErrUnavailable
+	case KindInvalid:
+		return errdefs.ErrInvalid
+	case KindQuota:
+		return errdefs.ErrQuota
+	case KindForbidden:
+		return errdefs.ErrForbidden
+	default:
+		return errdefs.ErrInternal
 	}
-	if e.Err != nil {
-		msg = fmt.Sprintf("%s (%v)", msg, e.Err)
-	}
-	return msg
+}
+
+// Classified is e as an *errdefs.Error of its kind's class.
+func (e *LaunchError) Classified() *errdefs.Error {
+	return errdefs.New(e.Kind.Class(), e.Reason, e.Fix, e.Err)
 }
 
 func (e *LaunchError) Unwrap() error { return e.Err }

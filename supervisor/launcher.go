@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/workspace"
@@ -96,16 +96,9 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	for _, f := range req.Files {
 		n, _, err := ws.Put(f.Path, bytes.NewReader(f.Content), h.cfg.QuotaBytes)
 		if err != nil {
-			le := &LaunchError{Kind: KindInternal, Reason: fmt.Sprintf("stage %s: %v", f.Path, err), Err: err}
-			switch {
-			case errors.Is(err, workspace.ErrQuota):
-				le.Kind = KindQuota
-			case errors.Is(err, workspace.ErrEscape):
-				le.Kind = KindForbidden
-			case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrTooLarge):
-				le.Kind = KindInvalid
-			}
-			return nil, h.prepareFailed(req, le)
+			// The workspace error's class decides the answer, as for an
+			// upload (ErrTooLarge is 413 on both paths).
+			return nil, h.prepareFailed(req, errdefs.New(errdefs.Class(err), fmt.Sprintf("stage %s: %v", f.Path, err), "", err))
 		}
 		staged += n
 	}
@@ -139,7 +132,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 	return res, nil
 }
 
-func (h *HelperLauncher) prepareFailed(req LaunchRequest, le *LaunchError) error {
+func (h *HelperLauncher) prepareFailed(req LaunchRequest, le error) error {
 	h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
 	return le
 }
@@ -653,11 +646,10 @@ func waitPidfd(fd int) bool {
 	}
 }
 
+// joinFix renders a helper report's error and fix the way errdefs renders
+// every fix.
 func joinFix(msg, fix string) string {
-	if fix == "" {
-		return msg
-	}
-	return msg + "; fix: " + fix
+	return errdefs.New(errdefs.ErrUnavailable, msg, fix, nil).Error()
 }
 
 // pipeSet tracks pipe ends so none leaks on any return path.
