@@ -3,15 +3,11 @@ package supervisor
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
@@ -29,161 +25,39 @@ func newExecID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// decision is a request that policy accepted, with the facts the decide
-// record carries.
+// decision is a request that policy accepted, as the launch it becomes,
+// with the facts the decide record carries.
 type decision struct {
 	launch LaunchRequest
 	facts  map[string]any
 }
 
-// decideExec is the decide step: it turns a decoded request into a
-// LaunchRequest held to policy, or says why not. It reads no state beyond the
-// config, so the same request always gets the same answer.
+// decideExec runs the decide step (policy.Decide, pure) and turns its
+// Decision into the LaunchRequest the supervisor carries out.
 func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
-	facts := map[string]any{"session": session}
-	invalid := func(err error) (decision, *APIError) {
-		return decision{facts: facts}, apiErr(api.CodeInvalidArgument, err.Error())
-	}
-
-	runtime, err := policy.Runtime(req.Language)
+	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, policy.Caller(caller), s.cfg)
 	if err != nil {
-		return invalid(err)
+		return decision{facts: d.Facts}, toAPI(err)
 	}
-	facts["runtime"] = runtime
-
-	facts["code_bytes"] = len(req.Code)
-	if req.Code == "" {
-		return invalid(errors.New("code is required and must not be empty"))
-	}
-	if int64(len(req.Code)) > s.cfg.MaxCodeBytes {
-		return decision{facts: facts}, apiErr(api.CodeTooLarge, fmt.Sprintf("code is %d bytes; the limit is %d", len(req.Code), s.cfg.MaxCodeBytes))
-	}
-	if strings.IndexByte(req.Code, 0) >= 0 {
-		// The runtime reads code from a file; a NUL would cut it short in
-		// ways that differ between runtimes.
-		return invalid(errors.New("code contains a NUL byte"))
-	}
-	sum := sha256.Sum256([]byte(req.Code))
-	facts["code_sha256"] = hex.EncodeToString(sum[:])
-
-	timeout, err := policy.ClampTimeout(req.TimeoutMS, session, s.cfg)
-	if err != nil {
-		return invalid(err)
-	}
-
-	files, fileBytes, apiE := s.decodeFiles(req.Files)
-	facts["file_count"] = len(req.Files)
-	if apiE != nil {
-		return decision{facts: facts}, apiE
-	}
-	facts["file_bytes"] = fileBytes
-
-	envNames := make([]string, 0, len(req.Env))
-	for name := range req.Env {
-		envNames = append(envNames, name)
-	}
-	sort.Strings(envNames)
-	// Names only unless the operator asked for values (--audit-env-values):
-	// values may be secrets and the audit log outlives them.
-	facts["env_names"] = envNames
-	facts["env_values_recorded"] = s.cfg.AuditEnvValues
-	if s.cfg.AuditEnvValues {
-		values := make(map[string]string, len(req.Env))
-		for name, v := range req.Env {
-			values[name] = v
-		}
-		facts["env"] = values
-	}
-	if err := policy.ValidateEnv(req.Env); err != nil {
-		return invalid(err)
-	}
-
-	facts["artifacts"] = req.Artifacts
-	if len(req.Artifacts) > policy.MaxArtifactPatterns {
-		return invalid(fmt.Errorf("artifacts has %d patterns; at most %d are allowed", len(req.Artifacts), policy.MaxArtifactPatterns))
-	}
-	for i, p := range req.Artifacts {
-		if err := policy.ValidateArtifactPattern(p); err != nil {
-			return invalid(fmt.Errorf("artifacts[%d]: %w", i, err))
-		}
-	}
-
-	network, err := policy.Network(req.Network)
-	if err != nil {
-		return invalid(err)
-	}
-	facts["network"] = network
-
-	limits := s.cfg.Limits(timeout)
-	facts["limits"] = limits
-	facts["stdin_bytes"] = len(req.Stdin)
-
-	env := req.Env
-	if env == nil {
-		env = map[string]string{}
+	files := make([]StagedFile, len(d.Files))
+	for i, f := range d.Files {
+		files[i] = StagedFile(f)
 	}
 	return decision{
 		launch: LaunchRequest{
 			ExecID:    execID,
 			Caller:    caller,
-			Runtime:   runtime,
-			Code:      req.Code,
-			Stdin:     []byte(req.Stdin),
+			Runtime:   d.Runtime,
+			Code:      d.Code,
+			Stdin:     d.Stdin,
 			Files:     files,
-			Env:       env,
-			Limits:    limits,
-			Artifacts: req.Artifacts,
-			Network:   network,
+			Env:       d.Env,
+			Limits:    d.Limits,
+			Artifacts: d.Artifacts,
+			Network:   d.Network,
 		},
-		facts: facts,
+		facts: d.Facts,
 	}, nil
-}
-
-// decodeFiles validates and decodes the staged files. Beyond each path being
-// a clean workspace path, no path may appear twice or be both a file and a
-// directory ("a" and "a/b"): either would make the staged workspace depend on
-// the order the launcher writes files in.
-func (s *Server) decodeFiles(in []api.ExecFile) ([]StagedFile, int64, *APIError) {
-	if len(in) > policy.MaxFiles {
-		return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files has %d entries; at most %d are allowed", len(in), policy.MaxFiles))
-	}
-	out := make([]StagedFile, 0, len(in))
-	seen := make(map[string]int, len(in))
-	var total int64
-	for i, f := range in {
-		if err := policy.ValidateWorkspacePath(f.Path); err != nil {
-			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path: %v", i, err))
-		}
-		if j, dup := seen[f.Path]; dup {
-			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is the same as files[%d].path", i, f.Path, j))
-		}
-		seen[f.Path] = i
-		content, err := base64.StdEncoding.DecodeString(f.ContentBase64)
-		if err != nil {
-			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].content_base64: not valid standard base64: %v", i, err))
-		}
-		total += int64(len(content))
-		if total > s.cfg.WorkspaceQuotaBytes {
-			return nil, 0, apiErr(api.CodeTooLarge, fmt.Sprintf("files add up to more than the workspace quota of %d bytes", s.cfg.WorkspaceQuotaBytes))
-		}
-		out = append(out, StagedFile{Path: f.Path, Content: content})
-	}
-	for p, i := range seen {
-		for dir := parentDir(p); dir != ""; dir = parentDir(dir) {
-			if j, clash := seen[dir]; clash {
-				return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is a directory of files[%d].path %q; a path cannot be both", j, dir, i, p))
-			}
-		}
-	}
-	return out, total, nil
-}
-
-func parentDir(p string) string {
-	i := strings.LastIndexByte(p, '/')
-	if i < 0 {
-		return ""
-	}
-	return p[:i]
 }
 
 // handleExec serves POST /v1/exec.
