@@ -20,8 +20,9 @@ type Request struct {
 	Session bool
 }
 
-// Caller is who asked, from the kernel's peer credentials. No rule reads it
-// yet; per-caller rules belong in Decide, next to the others.
+// Caller is who asked, from the kernel's peer credentials (SO_PEERCRED).
+// No rule reads it yet; per-caller rules belong in Decide, next to the
+// others.
 type Caller struct {
 	UID int
 	GID int

@@ -35,13 +35,9 @@ type decision struct {
 // decideExec runs the decide step (policy.Decide, pure) and turns its
 // Decision into the LaunchRequest the supervisor carries out.
 func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
-	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, policy.Caller(caller), s.cfg)
+	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, caller, s.cfg)
 	if err != nil {
 		return decision{facts: d.Facts}, toAPI(err)
-	}
-	files := make([]StagedFile, len(d.Files))
-	for i, f := range d.Files {
-		files[i] = StagedFile(f)
 	}
 	return decision{
 		launch: LaunchRequest{
@@ -50,7 +46,7 @@ func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, s
 			Runtime:   d.Runtime,
 			Code:      d.Code,
 			Stdin:     d.Stdin,
-			Files:     files,
+			Files:     d.Files,
 			Env:       d.Env,
 			Limits:    d.Limits,
 			Artifacts: d.Artifacts,
