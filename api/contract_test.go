@@ -25,9 +25,10 @@ import (
 
 // The contract test ties docs/openapi.yaml and docs/API.md to the types of
 // this package, so that the three cannot drift apart: every example of the
-// OpenAPI file decodes strictly into its type and survives a round trip,
-// every schema has exactly the fields of its type, and the error codes of
-// API.md's table are the closed set here.
+// OpenAPI file and every json block of API.md decodes strictly into its
+// type and survives a round trip, every schema and every field table of
+// API.md has exactly the fields of its type, and the error codes of API.md's
+// table and the OpenAPI enum are the closed set here.
 
 const (
 	openapiPath = "../docs/openapi.yaml"
@@ -742,4 +743,113 @@ func TestAPIMDErrorTable(t *testing.T) {
 			t.Errorf("code %s is missing from API.md's error table", c)
 		}
 	}
+}
+
+// fieldTables maps the headings of docs/API.md whose first "| Field |"
+// table documents a body to that body's type.
+var fieldTables = map[string]reflect.Type{
+	"## GET /v1/health":               reflect.TypeFor[Health](),
+	"### Request":                     reflect.TypeFor[ExecRequest](),
+	"### Result":                      reflect.TypeFor[ExecResult](),
+	"### Policy attestation":          reflect.TypeFor[PolicyAttestation](),
+	"### The session object":          reflect.TypeFor[Session](),
+	"### POST /v1/sessions":           reflect.TypeFor[SessionCreateRequest](),
+	"### GET /v1/sessions/{id}/files": reflect.TypeFor[FileInfo](),
+}
+
+// fieldName is a backquoted name in the first column of a field table.
+var fieldName = regexp.MustCompile("`([a-z0-9_.]+)`")
+
+// TestAPIMDFieldTables: each field table of docs/API.md names exactly the
+// JSON fields of its type. A name may be dotted (usage.cpu_ms) and a row
+// may name several fields (`stdout`, `stderr`); every top-level field must
+// be named, itself or through one of its own fields.
+func TestAPIMDFieldTables(t *testing.T) {
+	b, err := os.ReadFile(apiMDPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range fieldTableProblems(string(b)) {
+		t.Error(p)
+	}
+	// The check catches a renamed field: the new name is unknown and the
+	// old one undocumented.
+	drifted := strings.Replace(string(b), "| `busy` | boolean |", "| `idle` | boolean |", 1)
+	if drifted == string(b) || len(fieldTableProblems(drifted)) != 2 {
+		t.Fatalf("a renamed session field: problems %q, want 2", fieldTableProblems(drifted))
+	}
+}
+
+func fieldTableProblems(md string) []string {
+	var out []string
+	found := map[string]bool{}
+	var heading string
+	var typ reflect.Type
+	var documented map[string]bool
+	finish := func() {
+		if typ == nil {
+			return
+		}
+		for f := range jsonFields(typ) {
+			if !documented[f.name] {
+				out = append(out, fmt.Sprintf("%s: %s field %q is not in the table", heading, typ, f.name))
+			}
+		}
+		typ = nil
+	}
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "#") {
+			finish()
+			heading = strings.TrimSpace(line)
+			continue
+		}
+		if t0, ok := fieldTables[heading]; ok && !found[heading] && strings.HasPrefix(line, "| Field |") {
+			found[heading], typ, documented = true, t0, map[string]bool{}
+			continue
+		}
+		if typ == nil {
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			finish()
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || strings.HasPrefix(cells[1], "---") {
+			continue
+		}
+		for _, m := range fieldName.FindAllStringSubmatch(cells[1], -1) {
+			if !resolvesField(typ, m[1]) {
+				out = append(out, fmt.Sprintf("%s: the table names %q, which %s does not have", heading, m[1], typ))
+			}
+			top, _, _ := strings.Cut(m[1], ".")
+			documented[top] = true
+		}
+	}
+	finish()
+	for h := range fieldTables {
+		if !found[h] {
+			out = append(out, fmt.Sprintf("no field table under %q in %s", h, apiMDPath))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// resolvesField reports whether the dotted JSON path names a field of typ.
+func resolvesField(typ reflect.Type, dotted string) bool {
+	for _, name := range strings.Split(dotted, ".") {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct {
+			return false
+		}
+		f, ok := fieldByJSON(typ, name)
+		if !ok {
+			return false
+		}
+		typ = f.Type
+	}
+	return true
 }

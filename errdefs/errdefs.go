@@ -45,8 +45,15 @@ var classes = []error{
 }
 
 // Class returns the class err wraps, or ErrInternal when it wraps none
-// (an unclassified error is a bug until proven otherwise).
+// (an unclassified error is a bug until proven otherwise). The outermost
+// *Error in the chain decides: its class was chosen where the failure was
+// understood, and its cause may wrap another class (a staging failure
+// caused by an invalid path is still whatever the *Error says it is).
 func Class(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.class
+	}
 	for _, c := range classes {
 		if errors.Is(err, c) {
 			return c

@@ -17,6 +17,8 @@ func TestClass(t *testing.T) {
 		{"wrapped class", fmt.Errorf("session s-1: %w", ErrConflict), ErrConflict},
 		{"Error", New(ErrUnavailable, "bwrap missing", "apt-get install bubblewrap", cause), ErrUnavailable},
 		{"Error wrapped", fmt.Errorf("launch: %w", New(ErrQuota, "full", "", nil)), ErrQuota},
+		{"Error whose cause has an earlier class", New(ErrUnavailable, "staging failed", "", fmt.Errorf("stage: %w", ErrInvalid)), ErrUnavailable},
+		{"Error whose cause is an Error", New(ErrInternal, "open workspace", "", New(ErrNotFound, "gone", "", nil)), ErrInternal},
 		{"unclassified", cause, ErrInternal},
 		{"nil-free chain", fmt.Errorf("x: %w", cause), ErrInternal},
 	}

@@ -3,7 +3,6 @@ package launch
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -124,15 +123,9 @@ func (h *HelperLauncher) stage(ws *workspace.Workspace, req Request) (int64, *er
 	for _, f := range req.Files {
 		n, _, err := ws.Put(f.Path, bytes.NewReader(f.Content), h.cfg.QuotaBytes)
 		if err != nil {
-			class := errdefs.ErrInternal
-			switch {
-			case errors.Is(err, workspace.ErrQuota):
-				class = errdefs.ErrQuota
-			case errors.Is(err, workspace.ErrEscape):
-				class = errdefs.ErrForbidden
-			case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrTooLarge):
-				class = errdefs.ErrInvalid
-			}
+			// The workspace error's class decides the answer, as for an
+			// upload (ErrTooLarge is 413 on both paths).
+			class := errdefs.Class(err)
 			return staged, errdefs.New(class, fmt.Sprintf("stage %s: %v", f.Path, err), "", err)
 		}
 		staged += n
@@ -310,9 +303,8 @@ func reportedFailure(reps []spec.Report) bool {
 	return false
 }
 
+// joinFix renders a helper report's error and fix the way errdefs renders
+// every fix.
 func joinFix(msg, fix string) string {
-	if fix == "" {
-		return msg
-	}
-	return msg + "; fix: " + fix
+	return errdefs.New(errdefs.ErrUnavailable, msg, fix, nil).Error()
 }

@@ -7,19 +7,13 @@ import (
 	"github.com/sandboxd/sandboxd/policy"
 )
 
-// Caller is the peer of an API request, from SO_PEERCRED.
-type Caller struct {
-	UID int
-	GID int
-	PID int
-}
+// Caller is the peer of an API request, from SO_PEERCRED (the decide
+// step's type).
+type Caller = policy.Caller
 
 // StagedFile is a file placed in the workspace before the payload runs. Path
-// is relative to the workspace and already validated by the API layer.
-type StagedFile struct {
-	Path    string
-	Content []byte
-}
+// is relative to the workspace and already validated by the decide step.
+type StagedFile = policy.StagedFile
 
 // Request is a decided exec: validated and clamped by policy, ready to run.
 type Request struct {

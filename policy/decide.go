@@ -1,26 +1,29 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // ErrInvalid marks an error as the caller's: a request value outside what the
-// policy accepts. The API layer answers it with 400 invalid_argument and the
-// error's text as the message, so that text is written for the caller.
-var ErrInvalid = errors.New("invalid argument")
+// policy accepts. It is errdefs' class: the API layer answers it with 400
+// invalid_argument and the error's text as the message, so that text is
+// written for the caller.
+var ErrInvalid = errdefs.ErrInvalid
 
 // invalidError keeps the message free of an "invalid argument:" prefix (the
 // API already says that in its error code) while still matching ErrInvalid.
 type invalidError struct{ msg string }
 
-func (e *invalidError) Error() string        { return e.msg }
-func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+func (e *invalidError) Error() string { return e.msg }
+func (e *invalidError) Unwrap() error { return errdefs.ErrInvalid }
 
 func invalid(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
@@ -38,7 +41,7 @@ const (
 )
 
 // NetworkNone is the only network mode: a namespace with loopback only.
-const NetworkNone = "none"
+const NetworkNone = api.NetworkNone
 
 // ClampTimeout returns the timeout an exec runs with. nil means the operator's
 // default. A one-shot exec may ask for 1..ExecTimeoutMaxMS, a session exec for
@@ -124,7 +127,7 @@ func ValidateEnv(env map[string]string) error {
 
 // Runtimes returns the languages sandboxd runs, in the order health reports
 // them. Each language's runtime has the same name in the helper's config.
-func Runtimes() []string { return []string{"python", "javascript"} }
+func Runtimes() []string { return []string{api.LanguagePython, api.LanguageJavaScript} }
 
 // Runtime maps a request's language to the runtime that runs it.
 func Runtime(language string) (string, error) {
@@ -149,8 +152,8 @@ func Network(mode string) (string, error) {
 // ValidateWorkspacePath checks a path relative to /workspace as given by a
 // request (a staged file, a file API path, an artifact pattern). It is a
 // lexical check only: the component that touches the disk must still resolve
-// it beneath the workspace (openat2 RESOLVE_BENEATH, os.Root), because a
-// symlink the payload planted is invisible here.
+// it beneath the workspace (package workspace, with openat2
+// RESOLVE_BENEATH), because a symlink the payload planted is invisible here.
 //
 // Refused: empty, longer than MaxPathBytes, a component longer than 255
 // bytes, NUL or other control characters (they end strings early or forge

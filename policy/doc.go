@@ -4,10 +4,16 @@
 // environment names a request may pass to its payload, which workspace paths
 // and artifact patterns are acceptable, and the limits an exec is held to.
 //
+// Decide is the decide step as one function: a decoded exec request (a
+// type of package api), the caller and the Config in, a Decision or a
+// refusal (an errdefs class) out. The supervisor only carries the Decision
+// out. New rules (kernels, environments, egress, per-caller settings) go
+// there, each with its row in the table test.
+//
 // Everything here is a pure function of its inputs (the Config and the
 // request values): it does no I/O, starts nothing and keeps no state, so the
 // supervisor can call it from any goroutine and tests can cover it with
-// tables.
+// tables. It must never import the supervisor.
 //
 // It must never silently raise or lower a value a caller asked for: a request
 // outside the operator's bounds is an error the caller sees (400), not a

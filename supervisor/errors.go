@@ -3,10 +3,12 @@ package supervisor
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // APIError is an answer that is not 2xx. Status is normally Code.Status();
@@ -25,6 +27,57 @@ func (e *APIError) Error() string { return string(e.Code) + ": " + e.Message }
 
 func apiErr(code api.ErrorCode, msg string) *APIError {
 	return &APIError{Status: code.Status(), Code: code, Message: msg}
+}
+
+// classCodes is the one mapping of the error classes of package errdefs to
+// API codes; the HTTP status follows from the code (api.ErrorCode.Status).
+// Workspace, session and launch errors all wrap a class, so a workspace
+// ErrTooLarge, say, is 413 whether an upload or a staged file hit it.
+var classCodes = map[error]api.ErrorCode{
+	errdefs.ErrInvalid: api.CodeInvalidArgument,
+	// The closed code set has no 401: a peer whose credentials cannot be
+	// read is refused like one that is not allowed.
+	errdefs.ErrUnauthenticated:   api.CodeForbidden,
+	errdefs.ErrForbidden:         api.CodeForbidden,
+	errdefs.ErrNotFound:          api.CodeNotFound,
+	errdefs.ErrConflict:          api.CodeConflict,
+	errdefs.ErrTooLarge:          api.CodeTooLarge,
+	errdefs.ErrQuota:             api.CodeQuotaExceeded,
+	errdefs.ErrResourceExhausted: api.CodeLimitExceeded,
+	errdefs.ErrUnavailable:       api.CodeUnavailable,
+	errdefs.ErrInternal:          api.CodeInternal,
+}
+
+// codeOf returns the API code of err's class (internal for an error that
+// wraps none: unclassified is a bug until proven otherwise).
+func codeOf(err error) api.ErrorCode {
+	if code, ok := classCodes[errdefs.Class(err)]; ok {
+		return code
+	}
+	return api.CodeInternal
+}
+
+// publicMessage is what a caller reads of err: for an *errdefs.Error its
+// reason and the operator's fix, rendered by errdefs (the one place that
+// spells "; fix: "), never its cause, which is for the supervisor log;
+// for any other error its text.
+func publicMessage(err error) string {
+	var e *errdefs.Error
+	if errors.As(err, &e) {
+		return errdefs.New(errdefs.Class(e), e.Reason, e.Fix, nil).Error()
+	}
+	return err.Error()
+}
+
+// toAPI is the answer for a classified error: code and status from its
+// class, the message from publicMessage, and Retry-After on a capacity
+// limit (API.md: limit_exceeded always carries it).
+func toAPI(err error) *APIError {
+	e := apiErr(codeOf(err), publicMessage(err))
+	if e.Code == api.CodeLimitExceeded {
+		e.RetryAfter = 1
+	}
+	return e
 }
 
 func writeError(w http.ResponseWriter, e *APIError) {

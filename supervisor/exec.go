@@ -3,15 +3,11 @@ package supervisor
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
@@ -29,161 +25,35 @@ func newExecID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// decision is a request that policy accepted, with the facts the decide
-// record carries.
+// decision is a request that policy accepted, as the launch it becomes,
+// with the facts the decide record carries.
 type decision struct {
 	launch LaunchRequest
 	facts  map[string]any
 }
 
-// decideExec is the decide step: it turns a decoded request into a
-// LaunchRequest held to policy, or says why not. It reads no state beyond the
-// config, so the same request always gets the same answer.
+// decideExec runs the decide step (policy.Decide, pure) and turns its
+// Decision into the LaunchRequest the supervisor carries out.
 func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
-	facts := map[string]any{"session": session}
-	invalid := func(err error) (decision, *APIError) {
-		return decision{facts: facts}, apiErr(api.CodeInvalidArgument, err.Error())
-	}
-
-	runtime, err := policy.Runtime(req.Language)
+	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, caller, s.cfg)
 	if err != nil {
-		return invalid(err)
-	}
-	facts["runtime"] = runtime
-
-	facts["code_bytes"] = len(req.Code)
-	if req.Code == "" {
-		return invalid(errors.New("code is required and must not be empty"))
-	}
-	if int64(len(req.Code)) > s.cfg.MaxCodeBytes {
-		return decision{facts: facts}, apiErr(api.CodeTooLarge, fmt.Sprintf("code is %d bytes; the limit is %d", len(req.Code), s.cfg.MaxCodeBytes))
-	}
-	if strings.IndexByte(req.Code, 0) >= 0 {
-		// The runtime reads code from a file; a NUL would cut it short in
-		// ways that differ between runtimes.
-		return invalid(errors.New("code contains a NUL byte"))
-	}
-	sum := sha256.Sum256([]byte(req.Code))
-	facts["code_sha256"] = hex.EncodeToString(sum[:])
-
-	timeout, err := policy.ClampTimeout(req.TimeoutMS, session, s.cfg)
-	if err != nil {
-		return invalid(err)
-	}
-
-	files, fileBytes, apiE := s.decodeFiles(req.Files)
-	facts["file_count"] = len(req.Files)
-	if apiE != nil {
-		return decision{facts: facts}, apiE
-	}
-	facts["file_bytes"] = fileBytes
-
-	envNames := make([]string, 0, len(req.Env))
-	for name := range req.Env {
-		envNames = append(envNames, name)
-	}
-	sort.Strings(envNames)
-	// Names only unless the operator asked for values (--audit-env-values):
-	// values may be secrets and the audit log outlives them.
-	facts["env_names"] = envNames
-	facts["env_values_recorded"] = s.cfg.AuditEnvValues
-	if s.cfg.AuditEnvValues {
-		values := make(map[string]string, len(req.Env))
-		for name, v := range req.Env {
-			values[name] = v
-		}
-		facts["env"] = values
-	}
-	if err := policy.ValidateEnv(req.Env); err != nil {
-		return invalid(err)
-	}
-
-	facts["artifacts"] = req.Artifacts
-	if len(req.Artifacts) > policy.MaxArtifactPatterns {
-		return invalid(fmt.Errorf("artifacts has %d patterns; at most %d are allowed", len(req.Artifacts), policy.MaxArtifactPatterns))
-	}
-	for i, p := range req.Artifacts {
-		if err := policy.ValidateArtifactPattern(p); err != nil {
-			return invalid(fmt.Errorf("artifacts[%d]: %w", i, err))
-		}
-	}
-
-	network, err := policy.Network(req.Network)
-	if err != nil {
-		return invalid(err)
-	}
-	facts["network"] = network
-
-	limits := s.cfg.Limits(timeout)
-	facts["limits"] = limits
-	facts["stdin_bytes"] = len(req.Stdin)
-
-	env := req.Env
-	if env == nil {
-		env = map[string]string{}
+		return decision{facts: d.Facts}, toAPI(err)
 	}
 	return decision{
 		launch: LaunchRequest{
 			ExecID:    execID,
 			Caller:    caller,
-			Runtime:   runtime,
-			Code:      req.Code,
-			Stdin:     []byte(req.Stdin),
-			Files:     files,
-			Env:       env,
-			Limits:    limits,
-			Artifacts: req.Artifacts,
-			Network:   network,
+			Runtime:   d.Runtime,
+			Code:      d.Code,
+			Stdin:     d.Stdin,
+			Files:     d.Files,
+			Env:       d.Env,
+			Limits:    d.Limits,
+			Artifacts: d.Artifacts,
+			Network:   d.Network,
 		},
-		facts: facts,
+		facts: d.Facts,
 	}, nil
-}
-
-// decodeFiles validates and decodes the staged files. Beyond each path being
-// a clean workspace path, no path may appear twice or be both a file and a
-// directory ("a" and "a/b"): either would make the staged workspace depend on
-// the order the launcher writes files in.
-func (s *Server) decodeFiles(in []api.ExecFile) ([]StagedFile, int64, *APIError) {
-	if len(in) > policy.MaxFiles {
-		return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files has %d entries; at most %d are allowed", len(in), policy.MaxFiles))
-	}
-	out := make([]StagedFile, 0, len(in))
-	seen := make(map[string]int, len(in))
-	var total int64
-	for i, f := range in {
-		if err := policy.ValidateWorkspacePath(f.Path); err != nil {
-			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path: %v", i, err))
-		}
-		if j, dup := seen[f.Path]; dup {
-			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is the same as files[%d].path", i, f.Path, j))
-		}
-		seen[f.Path] = i
-		content, err := base64.StdEncoding.DecodeString(f.ContentBase64)
-		if err != nil {
-			return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].content_base64: not valid standard base64: %v", i, err))
-		}
-		total += int64(len(content))
-		if total > s.cfg.WorkspaceQuotaBytes {
-			return nil, 0, apiErr(api.CodeTooLarge, fmt.Sprintf("files add up to more than the workspace quota of %d bytes", s.cfg.WorkspaceQuotaBytes))
-		}
-		out = append(out, StagedFile{Path: f.Path, Content: content})
-	}
-	for p, i := range seen {
-		for dir := parentDir(p); dir != ""; dir = parentDir(dir) {
-			if j, clash := seen[dir]; clash {
-				return nil, 0, apiErr(api.CodeInvalidArgument, fmt.Sprintf("files[%d].path %q is a directory of files[%d].path %q; a path cannot be both", j, dir, i, p))
-			}
-		}
-	}
-	return out, total, nil
-}
-
-func parentDir(p string) string {
-	i := strings.LastIndexByte(p, '/')
-	if i < 0 {
-		return ""
-	}
-	return p[:i]
 }
 
 // handleExec serves POST /v1/exec.
@@ -285,7 +155,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 	d.facts["session_id"] = sess.ID
 	endUse, err := s.sessions.Use(sess)
 	if err != nil {
-		return nil, nil, sessionError(err)
+		return nil, nil, toAPI(err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
 	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
@@ -293,7 +163,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 	if err != nil {
 		endUse()
 		if errors.Is(err, ErrSessionDeleting) {
-			return nil, nil, sessionError(err)
+			return nil, nil, toAPI(err)
 		}
 		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
 	}
@@ -301,7 +171,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 }
 
 func limitExceeded(msg string) *APIError {
-	return &APIError{Status: api.CodeLimitExceeded.Status(), Code: api.CodeLimitExceeded, Message: msg, RetryAfter: 1}
+	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
 }
 
 func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult) {
@@ -340,28 +210,27 @@ func resultOutcome(r *ExecResult) string {
 	}
 }
 
-// launchFailed maps a launch that produced no result to an answer.
+// launchFailed maps a launch that produced no result to an answer. The
+// error's class decides it (toAPI), except that an internal error never
+// shows its text: it may name host paths, and the log has it.
 func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *slog.Logger, execID string, err error) {
-	if apiE := launchAPIError(err); apiE != nil {
-		switch apiE.Code {
-		case api.CodeUnavailable:
+	if code := codeOf(err); code != api.CodeInternal {
+		if code == api.CodeUnavailable {
 			log.Warn("launch unavailable", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-		case api.CodeInvalidArgument:
-			log.Info("launch refused by the helper", "err", err)
-			s.metrics.exec(OutcomeRefused)
-		default:
+		} else {
+			log.Info("launch refused", "code", code, "err", err)
 			s.metrics.exec(OutcomeRefused)
 		}
-		s.metrics.refuse(apiE.Code)
-		writeError(w, apiE)
+		s.metrics.refuse(code)
+		writeError(w, toAPI(err))
 		return
 	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
 			log.Warn("exec stopped: the supervisor is shutting down", "err", err)
 			s.metrics.exec(OutcomeUnavailable)
-			writeError(w, apiErr(api.CodeUnavailable, "the supervisor is shutting down and stopped this exec; fix: retry once it is back"))
+			writeError(w, toAPI(errdefs.New(errdefs.ErrUnavailable, "the supervisor is shutting down and stopped this exec", "retry once it is back", nil)))
 			return
 		}
 		// The client went away; the launcher has killed the exec and
@@ -373,34 +242,6 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 	log.Error("launch failed", "err", err)
 	s.metrics.exec(OutcomeError)
 	writeError(w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
-}
-
-// launchAPIError maps a classified launch error (package errdefs) to its
-// answer, or returns nil for an error that is not one (a bug, or a
-// cancelled context). The unavailable answer carries the operator's fix.
-//
-// TODO(lead): D's supervisor/errors.go maps errdefs classes once for every
-// path; this adapter goes when that lands.
-func launchAPIError(err error) *APIError {
-	var e *errdefs.Error
-	if !errors.As(err, &e) {
-		return nil
-	}
-	switch errdefs.Class(err) {
-	case errdefs.ErrUnavailable:
-		msg := e.Reason
-		if e.Fix != "" {
-			msg += "; fix: " + e.Fix
-		}
-		return apiErr(api.CodeUnavailable, msg)
-	case errdefs.ErrInvalid:
-		return apiErr(api.CodeInvalidArgument, e.Reason)
-	case errdefs.ErrQuota:
-		return apiErr(api.CodeQuotaExceeded, e.Reason)
-	case errdefs.ErrForbidden:
-		return apiErr(api.CodeForbidden, e.Reason)
-	}
-	return nil
 }
 
 // refuse answers a request that policy or decoding turned down.
@@ -417,7 +258,8 @@ func (s *Server) auditFailed(w http.ResponseWriter, log *slog.Logger, err error)
 	log.Error("audit write failed; refusing the exec", "err", err)
 	s.metrics.exec(OutcomeUnavailable)
 	s.metrics.refuse(api.CodeUnavailable)
-	writeError(w, apiErr(api.CodeUnavailable, "the audit log cannot be written, so nothing is launched; fix: check the audit log's disk space and permissions (details in the supervisor log)"))
+	writeError(w, toAPI(errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing is launched",
+		"check the audit log's disk space and permissions (details in the supervisor log)", nil)))
 }
 
 func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts map[string]any) audit.Record {

@@ -590,17 +590,6 @@ func TestDecideSessionTimeout(t *testing.T) {
 	}
 }
 
-func TestDecodeFilesQuota(t *testing.T) {
-	cfg := testConfig()
-	cfg.WorkspaceQuotaBytes = 4
-	s := NewServer(cfg, &fakeLauncher{}, fakeProber{}, &audit.Memory{}, nil, "x")
-	enc := base64.StdEncoding.EncodeToString
-	_, _, apiE := s.decodeFiles([]api.ExecFile{{Path: "a", ContentBase64: enc([]byte("abc"))}, {Path: "b", ContentBase64: enc([]byte("de"))}})
-	if apiE == nil || apiE.Code != api.CodeTooLarge {
-		t.Fatalf("files above the quota: %v", apiE)
-	}
-}
-
 func TestAuthorized(t *testing.T) {
 	const self = 1500
 	tests := []struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -38,36 +39,20 @@ func (s *Server) sessionRoutes(mux *http.ServeMux) {
 	mux.Handle("/v1/sessions/{id}/files/{path...}", methodNotAllowedHandler("GET, PUT, DELETE"))
 }
 
-// sessionError maps the session store's errors onto API errors.
-func sessionError(err error) *APIError {
-	switch {
-	case errors.Is(err, ErrSessionNotFound):
-		return apiErr(api.CodeNotFound, "no such session")
-	case errors.Is(err, ErrSessionDeleting):
-		return apiErr(api.CodeConflict, "the session is being deleted")
-	case errors.Is(err, ErrTooManySessions):
-		return limitExceeded(err.Error() + "; delete one or retry later")
-	}
-	return apiErr(api.CodeInternal, err.Error())
-}
-
-// fileError maps the workspace package's errors onto API errors.
+// fileError gives the workspace's errors the words a caller of the file
+// API needs; their class, not this function, decides the answer (toAPI).
 func fileError(err error) *APIError {
 	switch {
 	case errors.Is(err, workspace.ErrEscape):
-		return apiErr(api.CodeForbidden, "the path escapes the session's workspace: "+err.Error())
+		err = fmt.Errorf("the path escapes the session's workspace: %w", err)
 	case errors.Is(err, workspace.ErrNotFound):
-		return apiErr(api.CodeNotFound, "no such file in the session's workspace")
+		err = errdefs.New(errdefs.ErrNotFound, "no such file in the session's workspace", "", err)
 	case errors.Is(err, workspace.ErrQuota):
-		return apiErr(api.CodeQuotaExceeded, "the session's workspace disk quota is full: "+err.Error())
-	case errors.Is(err, workspace.ErrTooLarge):
-		return apiErr(api.CodeTooLarge, err.Error())
-	case errors.Is(err, workspace.ErrInvalidPath):
-		return apiErr(api.CodeInvalidArgument, err.Error())
+		err = fmt.Errorf("the session's workspace disk quota is full: %w", err)
 	case errors.Is(err, workspace.ErrNotEmpty):
-		return apiErr(api.CodeConflict, "the directory is not empty; delete its files first")
+		err = errdefs.New(errdefs.ErrConflict, "the directory is not empty; delete its files first", "", err)
 	}
-	return apiErr(api.CodeInternal, err.Error())
+	return toAPI(err)
 }
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *Session)
@@ -82,7 +67,7 @@ func (s *Server) withSession(h sessionHandler) http.HandlerFunc {
 		caller, _ := callerFrom(r.Context())
 		sess, err := s.sessions.Get(r.PathValue("id"), caller)
 		if err != nil {
-			writeError(w, sessionError(err))
+			writeError(w, toAPI(err))
 			return
 		}
 		h(w, r, sess)
@@ -109,16 +94,11 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, err := s.sessions.Create(caller, req.TTLSeconds, req.Key)
 	if err != nil {
-		if errors.Is(err, ErrTooManySessions) {
-			writeError(w, sessionError(err))
-			return
+		if codeOf(err) == api.CodeInternal {
+			s.log.Error("create session", "err", err)
+			err = fmt.Errorf("create session: %w", err)
 		}
-		if req.TTLSeconds != nil && *req.TTLSeconds < 1 {
-			writeError(w, apiErr(api.CodeInvalidArgument, err.Error()))
-			return
-		}
-		s.log.Error("create session", "err", err)
-		writeError(w, apiErr(api.CodeInternal, "create session: "+err.Error()))
+		writeError(w, toAPI(err))
 		return
 	}
 	writeJSON(w, http.StatusCreated, s.sessions.View(sess))
@@ -148,7 +128,7 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, _ := callerFrom(r.Context())
 	if err := s.sessions.Delete(r.PathValue("id"), caller, "delete"); err != nil {
-		writeError(w, sessionError(err))
+		writeError(w, toAPI(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -159,7 +139,7 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 func (s *Server) fileOp(w http.ResponseWriter, sess *Session, op func(ws *workspace.Workspace) *APIError) {
 	done, err := s.sessions.Use(sess)
 	if err != nil {
-		writeError(w, sessionError(err))
+		writeError(w, toAPI(err))
 		return
 	}
 	defer done()

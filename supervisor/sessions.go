@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -57,11 +58,12 @@ func (s *Session) ExpiresAt() time.Time {
 // SessionView is the API's session object (package api owns it).
 type SessionView = api.Session
 
-// Errors of the session store, mapped to API codes by the handlers.
+// Errors of the session store; their errdefs class decides the API answer
+// (supervisor/errors.go).
 var (
-	ErrSessionNotFound = errors.New("no such session")
-	ErrSessionDeleting = errors.New("the session is being deleted")
-	ErrTooManySessions = errors.New("the maximum number of sessions is reached")
+	ErrSessionNotFound error = errdefs.New(errdefs.ErrNotFound, "no such session", "", nil)
+	ErrSessionDeleting error = errdefs.New(errdefs.ErrConflict, "the session is being deleted", "", nil)
+	ErrTooManySessions error = errdefs.New(errdefs.ErrResourceExhausted, "the maximum number of sessions is reached; delete one or retry later", "", nil)
 )
 
 // SessionConfig configures a SessionStore.
@@ -228,7 +230,7 @@ func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
 		ttl = *req
 	}
 	if ttl < 1 {
-		return 0, fmt.Errorf("ttl_seconds %d: must be at least 1", ttl)
+		return 0, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("ttl_seconds %d: must be at least 1", ttl), "", nil)
 	}
 	return min(ttl, st.cfg.TTLCap), nil
 }

@@ -88,7 +88,8 @@
 // cross mounts and the payload sees only the workspace's mount of that
 // filesystem.
 //
-// Errors map to HTTP codes as: ErrInvalidPath 400, ErrEscape (and
-// ErrNotRegular, ErrPermission that wrap it) 403, ErrNotFound 404,
-// ErrNotEmpty 409, ErrTooLarge 413, ErrQuota (and ErrTreeTooLarge) 507.
+// Every error wraps a class of package errdefs, which the supervisor maps
+// to the API once: ErrInvalidPath 400, ErrEscape (and ErrNotRegular,
+// ErrPermission that wrap it) 403, ErrNotFound 404, ErrNotEmpty 409,
+// ErrTooLarge 413, ErrQuota (and ErrTreeTooLarge) 507.
 package workspace

@@ -5,31 +5,37 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// Errors callers map to HTTP codes (see the package doc).
+// The package's errors. Each wraps one class of package errdefs, which
+// decides the API answer in one place (supervisor/errors.go); the status in
+// each comment is that mapping's, for the reader.
 var (
 	// ErrEscape: the path escapes the workspace (absolute, "..", through a
-	// symlink, across a mount) -> 403.
-	ErrEscape = errors.New("path escapes the workspace")
-	// ErrNotFound -> 404.
-	ErrNotFound = errors.New("no such file in the workspace")
-	// ErrQuota: the workspace quota would be exceeded -> 507.
-	ErrQuota = errors.New("workspace quota exceeded")
-	// ErrTooLarge: over a per-request size limit -> 413.
-	ErrTooLarge = errors.New("too large")
+	// symlink, across a mount). errdefs.ErrForbidden, 403.
+	ErrEscape error = &subError{"path escapes the workspace", errdefs.ErrForbidden}
+	// ErrNotFound: errdefs.ErrNotFound, 404.
+	ErrNotFound error = &subError{"no such file in the workspace", errdefs.ErrNotFound}
+	// ErrQuota: the workspace quota would be exceeded. errdefs.ErrQuota, 507.
+	ErrQuota error = &subError{"workspace quota exceeded", errdefs.ErrQuota}
+	// ErrTooLarge: over a per-request size limit. errdefs.ErrTooLarge, 413,
+	// on every path (an upload and a staged file alike).
+	ErrTooLarge error = &subError{"too large", errdefs.ErrTooLarge}
 	// ErrInvalidPath: empty, NUL, backslash, control character, not clean,
-	// too long -> 400.
-	ErrInvalidPath = errors.New("invalid path")
+	// too long. errdefs.ErrInvalid, 400.
+	ErrInvalidPath error = &subError{"invalid path", errdefs.ErrInvalid}
 	// ErrNotEmpty: Delete of a non-empty directory, Restore into a non-empty
-	// directory -> 409.
-	ErrNotEmpty = errors.New("directory not empty")
-	// ErrClosed: the Workspace was closed.
-	ErrClosed = errors.New("workspace closed")
+	// directory. errdefs.ErrConflict, 409.
+	ErrNotEmpty error = &subError{"directory not empty", errdefs.ErrConflict}
+	// ErrClosed: the Workspace was closed; a bug of the caller.
+	// errdefs.ErrInternal, 500.
+	ErrClosed error = &subError{"workspace closed", errdefs.ErrInternal}
 	// ErrBadArchive: Restore met something that is not a complete archive
 	// written by Archive (truncated, an entry type other than file, directory
-	// or symlink, a duplicate entry).
-	ErrBadArchive = errors.New("not a valid workspace archive")
+	// or symlink, a duplicate entry). errdefs.ErrInvalid.
+	ErrBadArchive error = &subError{"not a valid workspace archive", errdefs.ErrInvalid}
 )
 
 // Errors that wrap one of the above, so a caller mapping the broad error
@@ -48,6 +54,8 @@ var (
 	ErrTreeTooLarge error = &subError{"workspace tree exceeds the walk limits", ErrQuota}
 )
 
+// subError is an error with its own text that is also its parent (a
+// broader package error, or an errdefs class) for errors.Is.
 type subError struct {
 	msg    string
 	parent error

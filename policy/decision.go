@@ -1,0 +1,209 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+// Request is what the decide step judges: an exec body as the API decoded
+// it, and whether it runs in a session (which has its own timeout cap).
+type Request struct {
+	Exec    api.ExecRequest
+	Session bool
+}
+
+// Caller is who asked, from the kernel's peer credentials (SO_PEERCRED).
+// No rule reads it yet; per-caller rules belong in Decide, next to the
+// others.
+type Caller struct {
+	UID int
+	GID int
+	PID int
+}
+
+// StagedFile is a decoded file of the request, to be placed in the
+// workspace before the run.
+type StagedFile struct {
+	Path    string
+	Content []byte
+}
+
+// Decision is an exec that policy accepted, with every value the launch
+// uses already validated and clamped, and the facts of the decide record.
+type Decision struct {
+	Runtime   string
+	Code      string
+	Stdin     []byte
+	Files     []StagedFile
+	FileBytes int64             // the decoded files' total size
+	Env       map[string]string // never nil
+	Limits    Limits
+	Artifacts []string
+	Network   string
+	// Facts are the decide record's facts. On a refusal they hold what was
+	// learned before it, so the record says how far the request got.
+	Facts map[string]any
+}
+
+// Decide is the decide step of the launch sequence: it turns a decoded exec
+// request into a Decision held to cfg, or refuses it. It is pure: the same
+// request, caller and settings always give the same answer, and it reads
+// nothing else. A refusal wraps an errdefs class (ErrInvalid, or
+// ErrTooLarge for code or files above their limits) and its text is written
+// for the caller. On a refusal the returned Decision carries only Facts.
+//
+// The rules run in API.md's order (the first failure decides): language,
+// code, timeout, files, env, artifacts, network.
+func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
+	_ = caller // see Caller
+	r := req.Exec
+	facts := map[string]any{"session": req.Session}
+	refuse := func(err error) (Decision, error) { return Decision{Facts: facts}, err }
+
+	runtime, err := Runtime(r.Language)
+	if err != nil {
+		return refuse(err)
+	}
+	facts["runtime"] = runtime
+
+	if err := decideCode(r.Code, cfg, facts); err != nil {
+		return refuse(err)
+	}
+	timeout, err := ClampTimeout(r.TimeoutMS, req.Session, cfg)
+	if err != nil {
+		return refuse(err)
+	}
+	facts["file_count"] = len(r.Files)
+	files, fileBytes, err := DecodeFiles(r.Files, cfg.WorkspaceQuotaBytes)
+	if err != nil {
+		return refuse(err)
+	}
+	facts["file_bytes"] = fileBytes
+	envFacts(r.Env, cfg.AuditEnvValues, facts)
+	if err := ValidateEnv(r.Env); err != nil {
+		return refuse(err)
+	}
+	facts["artifacts"] = r.Artifacts
+	if err := validateArtifacts(r.Artifacts); err != nil {
+		return refuse(err)
+	}
+	network, err := Network(r.Network)
+	if err != nil {
+		return refuse(err)
+	}
+	facts["network"] = network
+
+	limits := cfg.Limits(timeout)
+	facts["limits"] = limits
+	facts["stdin_bytes"] = len(r.Stdin)
+	env := r.Env
+	if env == nil {
+		env = map[string]string{}
+	}
+	return Decision{
+		Runtime: runtime, Code: r.Code, Stdin: []byte(r.Stdin), Files: files, FileBytes: fileBytes,
+		Env: env, Limits: limits, Artifacts: r.Artifacts, Network: network, Facts: facts,
+	}, nil
+}
+
+// decideCode checks the program text: not empty, within the operator's
+// size limit (413 above it), and free of NUL, which would cut the code
+// file short in ways that differ between runtimes.
+func decideCode(code string, cfg Config, facts map[string]any) error {
+	facts["code_bytes"] = len(code)
+	if code == "" {
+		return invalid("code is required and must not be empty")
+	}
+	if int64(len(code)) > cfg.MaxCodeBytes {
+		return errdefs.New(errdefs.ErrTooLarge, fmt.Sprintf("code is %d bytes; the limit is %d", len(code), cfg.MaxCodeBytes), "", nil)
+	}
+	if strings.IndexByte(code, 0) >= 0 {
+		return invalid("code contains a NUL byte")
+	}
+	sum := sha256.Sum256([]byte(code))
+	facts["code_sha256"] = hex.EncodeToString(sum[:])
+	return nil
+}
+
+// envFacts records the env's names, and its values only when the operator
+// asked for them (--audit-env-values): values may be secrets and the audit
+// log outlives them.
+func envFacts(env map[string]string, values bool, facts map[string]any) {
+	facts["env_names"] = slices.AppendSeq(make([]string, 0, len(env)), maps.Keys(env))
+	slices.Sort(facts["env_names"].([]string))
+	facts["env_values_recorded"] = values
+	if values {
+		v := make(map[string]string, len(env))
+		maps.Copy(v, env)
+		facts["env"] = v
+	}
+}
+
+func validateArtifacts(patterns []string) error {
+	if len(patterns) > MaxArtifactPatterns {
+		return invalid("artifacts has %d patterns; at most %d are allowed", len(patterns), MaxArtifactPatterns)
+	}
+	for i, p := range patterns {
+		if err := ValidateArtifactPattern(p); err != nil {
+			return invalid("artifacts[%d]: %v", i, err)
+		}
+	}
+	return nil
+}
+
+// DecodeFiles validates and decodes a request's files. Beyond each path
+// being a clean workspace path, no path may appear twice or be both a file
+// and a directory ("a" and "a/b"): either would make the staged workspace
+// depend on the order the launcher writes files in. The decoded contents
+// together may not exceed quotaBytes (413).
+func DecodeFiles(in []api.ExecFile, quotaBytes int64) ([]StagedFile, int64, error) {
+	if len(in) > MaxFiles {
+		return nil, 0, invalid("files has %d entries; at most %d are allowed", len(in), MaxFiles)
+	}
+	out := make([]StagedFile, 0, len(in))
+	seen := make(map[string]int, len(in))
+	var total int64
+	for i, f := range in {
+		if err := ValidateWorkspacePath(f.Path); err != nil {
+			return nil, 0, invalid("files[%d].path: %v", i, err)
+		}
+		if j, dup := seen[f.Path]; dup {
+			return nil, 0, invalid("files[%d].path %q is the same as files[%d].path", i, f.Path, j)
+		}
+		seen[f.Path] = i
+		content, err := base64.StdEncoding.DecodeString(f.ContentBase64)
+		if err != nil {
+			return nil, 0, invalid("files[%d].content_base64: not valid standard base64: %v", i, err)
+		}
+		total += int64(len(content))
+		if total > quotaBytes {
+			return nil, 0, errdefs.New(errdefs.ErrTooLarge, fmt.Sprintf("files add up to more than the workspace quota of %d bytes", quotaBytes), "", nil)
+		}
+		out = append(out, StagedFile{Path: f.Path, Content: content})
+	}
+	// Sorted, so that of several clashes the same one is reported each time.
+	for _, p := range slices.Sorted(maps.Keys(seen)) {
+		for dir := parentDir(p); dir != ""; dir = parentDir(dir) {
+			if j, clash := seen[dir]; clash {
+				return nil, 0, invalid("files[%d].path %q is a directory of files[%d].path %q; a path cannot be both", j, dir, seen[p], p)
+			}
+		}
+	}
+	return out, total, nil
+}
+
+func parentDir(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
