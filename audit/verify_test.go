@@ -354,10 +354,10 @@ func TestRestartClosesInterruptedExecs(t *testing.T) {
 		t.Fatalf("records after restart: %v", tail)
 	}
 	ir := recs[len(recs)-3]
-	if ir.OK || ir.Source != SourceSupervisor || ir.CallerUID != 1000 || ir.CallerPID != 4242 || ir.Facts["last_step"] != StepExec || ir.Error == "" {
+	if ir.OK || ir.Source != SourceSupervisor || ir.CallerUID != 1000 || ir.CallerPID != 4242 || ir.FactMap()["last_step"] != StepExec || ir.Error == "" {
 		t.Fatalf("interrupted record %+v", ir)
 	}
-	if recs[len(recs)-4].Facts["previous_shutdown"] != "unclean" {
+	if recs[len(recs)-4].FactMap()["previous_shutdown"] != "unclean" {
 		t.Fatalf("start record %+v", recs[len(recs)-4])
 	}
 
@@ -459,7 +459,7 @@ func TestBrokenLogIsSetAsideAndLinked(t *testing.T) {
 			var hdr Record
 			raw, _ := os.ReadFile(path)
 			_ = json.Unmarshal(raw[:bytes.IndexByte(raw, '\n')], &hdr)
-			if hdr.OK || !strings.Contains(hdr.Error, "audit.log.1") || hdr.Facts["reason"] != reasonBroken || hdr.Facts["prev_file"] != "audit.log.1" {
+			if hdr.OK || !strings.Contains(hdr.Error, "audit.log.1") || hdr.FactMap()["reason"] != reasonBroken || hdr.FactMap()["prev_file"] != "audit.log.1" {
 				t.Fatalf("new header %+v", hdr)
 			}
 		})

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 	"github.com/sandboxd/sandboxd/policy"
@@ -252,18 +253,15 @@ func (h *HelperLauncher) run(ctx context.Context, req LaunchRequest, wsName stri
 		OOMKilled:     hr.oomKilled,
 		QuotaExceeded: hr.quotaExceeded,
 	}
+	// The attestation is what the helper stated in its exec report,
+	// immediately before it exec'd bwrap (typed: audit/facts.Exec).
 	for _, r := range hr.reports {
-		if !r.OK {
+		if r.Step != facts.StepExec || !r.OK {
 			continue
 		}
-		if v, ok := r.Facts["profile_sha256"].(string); ok {
-			res.Policy.ProfileSHA256 = v
-		}
-		if v, ok := r.Facts["mounts_sha256"].(string); ok {
-			res.Policy.MountsSHA256 = v
-		}
-		if v, ok := r.Facts["helper_version"].(string); ok {
-			res.Policy.HelperVersion = v
+		if f, err := facts.Decode(r.Step, r.OK, r.Facts); err == nil {
+			a := f.(*facts.Exec).Attestation()
+			res.Policy.ProfileSHA256, res.Policy.MountsSHA256, res.Policy.HelperVersion = a.ProfileSHA256, a.MountsSHA256, a.HelperVersion
 		}
 	}
 
@@ -483,9 +481,10 @@ func (h *HelperLauncher) runHelper(ctx context.Context, req LaunchRequest, sp sp
 		sc := bufio.NewScanner(reportR)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			var r spec.Report
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				r = spec.Report{Step: "unknown", Error: fmt.Sprintf("undecodable helper report: %v", err)}
+			// Strict: bounded, no unknown field, typed facts (audit/facts).
+			r, _, err := spec.ParseReport(sc.Bytes())
+			if err != nil {
+				r = spec.Report{Step: "unknown", Error: err.Error()}
 			}
 			reps = append(reps, r)
 			h.audit(req, audit.Record{Source: "nsinit", Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
