@@ -72,18 +72,18 @@ const ZeroHash = "00000000000000000000000000000000000000000000000000000000000000
 // Record is one line of the audit log. The field order is the order on the
 // line; hash is always last (see SCHEMA.md, "Hash chain").
 type Record struct {
-	V         int            `json:"v"`
-	Seq       uint64         `json:"seq"`
-	PrevHash  string         `json:"prev_hash"`
-	Time      time.Time      `json:"time"`
-	ExecID    string         `json:"exec_id"`
-	Step      string         `json:"step"`
-	Source    string         `json:"source"` // "supervisor" or "nsinit"
-	CallerUID int            `json:"caller_uid"`
-	CallerGID int            `json:"caller_gid"`
-	CallerPID int            `json:"caller_pid"`
-	OK        bool           `json:"ok"`
-	Error     string         `json:"error,omitempty"`
+	V         int       `json:"v"`
+	Seq       uint64    `json:"seq"`
+	PrevHash  string    `json:"prev_hash"`
+	Time      time.Time `json:"time"`
+	ExecID    string    `json:"exec_id"`
+	Step      string    `json:"step"`
+	Source    string    `json:"source"` // "supervisor" or "nsinit"
+	CallerUID int       `json:"caller_uid"`
+	CallerGID int       `json:"caller_gid"`
+	CallerPID int       `json:"caller_pid"`
+	OK        bool      `json:"ok"`
+	Error     string    `json:"error,omitempty"`
 	// Facts are the step's facts. Written: a value of the step's type in
 	// package audit/facts (a relayed helper report: its json.RawMessage; the
 	// session, file and log records: a map). Read back by Verify and

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // Kinds of break the verifier names.
@@ -119,9 +121,52 @@ type Report struct {
 	Skipped []string `json:"skipped,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
 	Break   *Break   `json:"break,omitempty"`
+	// FactErrors are records that verified (the chain is intact there)
+	// whose facts are not what their step's type in package audit/facts
+	// says: a fact it does not define, one an ok record requires and lacks,
+	// or a value of the wrong type. At most maxFactErrors are listed;
+	// FactErrorCount counts them all.
+	FactErrors     []FactError `json:"fact_errors,omitempty"`
+	FactErrorCount int         `json:"fact_error_count,omitempty"`
 
 	lastStep  string
 	fileIndex int
+}
+
+// FactError is a record whose facts do not match its step's schema.
+type FactError struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Seq    uint64 `json:"seq"`
+	ExecID string `json:"exec_id"`
+	Step   string `json:"step"`
+	Detail string `json:"detail"`
+}
+
+// maxFactErrors bounds Report.FactErrors.
+const maxFactErrors = 20
+
+// Valid reports whether the chain is intact and every record's facts are
+// as the schema says (what `sandboxctl audit verify` exits 0 for).
+func (r *Report) Valid() bool { return r.Intact && r.FactErrorCount == 0 }
+
+// checkFacts decodes a verified record's facts strictly (Record.DecodeFacts).
+// The session, file and log records have no typed facts and are not
+// checked. The writer's check at start-up skips this: a record that is not
+// as the schema says is a finding for an auditor, not a reason to set the
+// log aside.
+func (v *verifier) checkFacts(name string, lineNo int, r Record) {
+	if v.o.fileOnly {
+		return
+	}
+	_, err := r.DecodeFacts()
+	if err == nil || errors.Is(err, facts.ErrUntyped) {
+		return
+	}
+	v.rep.FactErrorCount++
+	if len(v.rep.FactErrors) < maxFactErrors {
+		v.rep.FactErrors = append(v.rep.FactErrors, FactError{File: name, Line: lineNo, Seq: r.Seq, ExecID: r.ExecID, Step: r.Step, Detail: err.Error()})
+	}
 }
 
 // Verify checks the audit log chain that ends with the file name in fsys
@@ -318,6 +363,7 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 		fr.LastSeq = r.Seq
 		lastRec = r
 		v.account(r)
+		v.checkFacts(name, lineNo, r)
 		if v.o.Visit != nil {
 			v.o.Visit(name, lineNo, r)
 		}

@@ -89,20 +89,21 @@ func auditVerify(args []string, sio stdio, lookupEnv func(string) (string, bool)
 		files = []string{defaultAuditLog(lookupEnv)}
 	}
 	var results []verifyResult
-	intact := true
+	intact, factsValid := true, true
 	for _, f := range files {
 		rep, err := verifyFile(f, audit.VerifyOptions{Partial: *partial})
 		res := verifyResult{Path: f, Report: rep}
 		if err != nil {
 			res.Error = fmt.Sprintf("cannot read the audit log %s: %v", f, err)
 			intact = false
-		} else if !rep.Intact {
-			intact = false
+		} else {
+			intact = intact && rep.Intact
+			factsValid = factsValid && rep.FactErrorCount == 0
 		}
 		results = append(results, res)
 	}
 	if *asJSON {
-		writeIndented(sio.out, map[string]any{"intact": intact, "logs": results})
+		writeIndented(sio.out, map[string]any{"intact": intact, "facts_valid": factsValid, "logs": results})
 	} else {
 		for i, r := range results {
 			if i > 0 {
@@ -111,7 +112,7 @@ func auditVerify(args []string, sio stdio, lookupEnv func(string) (string, bool)
 			printVerify(sio.out, r)
 		}
 	}
-	if !intact {
+	if !intact || !factsValid {
 		return exitAuditBroken
 	}
 	return exitOK
@@ -169,6 +170,12 @@ func printVerify(w io.Writer, r verifyResult) {
 	fmt.Fprintf(w, "  last hash   %s (seq %d): note it down to detect a later rewrite of the whole log\n", rep.Head, rep.LastSeq)
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "  not checked %s\n", s)
+	}
+	if rep.FactErrorCount > 0 {
+		fmt.Fprintf(w, "  facts       %d record(s) not as the schema says (audit/SCHEMA.md):\n", rep.FactErrorCount)
+		for _, e := range rep.FactErrors {
+			fmt.Fprintf(w, "              %s line %d (seq %d, exec %s): %s\n", e.File, e.Line, e.Seq, e.ExecID, e.Detail)
+		}
 	}
 	for _, s := range rep.Notes {
 		fmt.Fprintf(w, "  note        %s\n", s)
