@@ -2,9 +2,10 @@
 // hash-chained JSON-lines writer the supervisor appends to, its rotation and
 // syslog forwarding, and the verifier behind `sandboxctl audit verify`.
 //
-// One record is written per step of the launch sequence (DESIGN.md), each
-// carrying the exec id and the caller's uid so an auditor can reconstruct a
-// launch from accept to reap. Every record also carries its sequence number,
+// One record is written per step of the launch sequence, each carrying the
+// exec id and the caller's uid so an auditor can reconstruct a launch from
+// accept to reap; the facts of each step are a typed struct of package
+// audit/facts. Every record also carries its sequence number,
 // the hash of the record before it and its own hash, so a removed, edited,
 // reordered or truncated record is detected (SCHEMA.md says exactly how).
 //
@@ -12,6 +13,8 @@
 // caller, which refuses or fails the launch rather than run unaudited, and a
 // writer that failed once refuses every later record rather than leave a gap.
 package audit
+
+//go:generate go run ./internal/schemadoc -file SCHEMA.md
 
 import (
 	"encoding/json"

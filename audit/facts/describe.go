@@ -14,7 +14,7 @@ type When int
 
 // Sentence conditions.
 const (
-	Always     When = iota
+	AnyOutcome When = iota
 	OnlyOK          // the step succeeded
 	OnlyFailed      // the step failed
 )

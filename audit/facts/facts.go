@@ -114,8 +114,9 @@ func All() []Facts {
 var ErrUntyped = errors.New("no typed facts for this step")
 
 // Decode decodes the facts of a record of step strictly: a fact the type
-// does not define is refused, and so is an ok record that lacks a fact the
-// type requires (tag audit:"required"). raw may be empty (no facts).
+// does not define is refused, and so is a record that lacks a fact the type
+// requires of it (tag audit:"always": every record; audit:"required": an ok
+// record). raw may be empty (no facts).
 func Decode(step string, ok bool, raw []byte) (Facts, error) {
 	f := New(step)
 	if f == nil {
@@ -132,23 +133,21 @@ func Decode(step string, ok bool, raw []byte) (Facts, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%s facts: trailing data", step)
 	}
-	if ok {
-		if missing := missingRequired(f, raw); len(missing) > 0 {
-			return nil, fmt.Errorf("%s facts: missing %s", step, strings.Join(missing, ", "))
-		}
+	if missing := missingRequired(f, raw, ok); len(missing) > 0 {
+		return nil, fmt.Errorf("%s facts: missing %s", step, strings.Join(missing, ", "))
 	}
 	return f, nil
 }
 
 // missingRequired lists the required facts absent from raw.
-func missingRequired(f Facts, raw []byte) []string {
+func missingRequired(f Facts, raw []byte, ok bool) []string {
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(raw, &keys) != nil {
 		return nil
 	}
 	var out []string
 	for _, fd := range Fields(f) {
-		if fd.Required {
+		if fd.Presence == Always || fd.Presence == InOK && ok {
 			if _, ok := keys[fd.Name]; !ok {
 				out = append(out, fd.Name)
 			}
@@ -157,12 +156,22 @@ func missingRequired(f Facts, raw []byte) []string {
 	return out
 }
 
+// Presence says which records of a step must carry a fact.
+type Presence string
+
+// Presences, from the tag audit:"always" or audit:"required".
+const (
+	Optional Presence = "optional"
+	InOK     Presence = "ok records" // audit:"required"
+	Always   Presence = "always"     // audit:"always"
+)
+
 // Field describes one fact of a step, from its struct tags.
 type Field struct {
-	Name     string // the JSON name
-	Type     string // a short description of the JSON type
-	Doc      string // what it asserts and how it was observed (tag doc)
-	Required bool   // an ok record must carry it (tag audit:"required")
+	Name     string   // the JSON name
+	Type     string   // a short description of the JSON type
+	Doc      string   // what it asserts and how it was observed (tag doc)
+	Presence Presence // which records must carry it (tag audit)
 }
 
 // Fields returns the facts of f's type in declaration order, embedded
@@ -187,7 +196,14 @@ func fieldsOf(t reflect.Type) []Field {
 		if name == "" || name == "-" {
 			continue
 		}
-		out = append(out, Field{Name: name, Type: jsonType(sf.Type), Doc: sf.Tag.Get("doc"), Required: sf.Tag.Get("audit") == "required"})
+		p := Optional
+		switch sf.Tag.Get("audit") {
+		case "required":
+			p = InOK
+		case "always":
+			p = Always
+		}
+		out = append(out, Field{Name: name, Type: jsonType(sf.Type), Doc: sf.Tag.Get("doc"), Presence: p})
 	}
 	return append(out, embedded...)
 }

@@ -9,8 +9,8 @@ import "time"
 // and was (or was not) decoded. A peer refused by the credential check gets
 // method and path only.
 type Accept struct {
-	Method        string `json:"method" audit:"required" doc:"the HTTP request line's method"`
-	Path          string `json:"path" audit:"required" doc:"the HTTP request line's path"`
+	Method        string `json:"method" audit:"always" doc:"the HTTP request line's method"`
+	Path          string `json:"path" audit:"always" doc:"the HTTP request line's path"`
 	BodyBytes     *int   `json:"body_bytes,omitempty" doc:"bytes of body read (bounded by --max-body-bytes)"`
 	ContentLength *int64 `json:"content_length,omitempty" doc:"the Content-Length header (-1 when chunked)"`
 	Code          string `json:"code,omitzero" doc:"on refusal: the API error code (invalid_argument, too_large, forbidden …); error has the message"`
@@ -45,7 +45,7 @@ type Limits struct {
 // before any resource is used. A refusal carries the facts gathered up to
 // the rule that refused it.
 type Decide struct {
-	Session           bool              `json:"session" audit:"required" doc:"a session exec"`
+	Session           bool              `json:"session" audit:"always" doc:"a session exec"`
 	SessionID         string            `json:"session_id,omitzero" doc:"which session"`
 	Runtime           string            `json:"runtime,omitzero" audit:"required" doc:"the runtime the language maps to"`
 	CodeBytes         *int              `json:"code_bytes,omitempty" audit:"required" doc:"size of the code as received"`
@@ -86,7 +86,7 @@ type Prepare struct {
 	Workspace     string  `json:"workspace" audit:"required" doc:"host path of the workspace"`
 	WorkspaceKind string  `json:"workspace_kind" audit:"required" doc:"one-shot or session"`
 	Files         int     `json:"files" doc:"files staged"`
-	FileBytes     int64   `json:"file_bytes" doc:"bytes written, through package workspace's openat2 (RESOLVE_BENEATH) beneath the workspace"`
+	FileBytes     int64   `json:"file_bytes" doc:"bytes written beneath the workspace by package workspace: each name resolved by openat2 (RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_XDEV) relative to the workspace's directory fd, or a per-component openat(O_NOFOLLOW) walk where openat2 is missing; not os.Root, which follows symlinks that stay inside the root (workspace/doc.go)"`
 	Stdio         string  `json:"stdio" doc:"pipes"`
 	CgroupMode    string  `json:"cgroup_mode,omitzero" doc:"v2, v1 or none: whether a per-exec cgroup enforces memory, pids and CPU"`
 	Cgroup        string  `json:"cgroup,omitzero" doc:"the same as cgroup_mode, in records written before it was renamed"`
@@ -182,8 +182,8 @@ type Artifact struct {
 // Artifacts is the facts of the artifacts step, written after the reap when
 // the request asked for artifacts.
 type Artifacts struct {
-	Patterns  []string   `json:"patterns" audit:"required" doc:"the patterns asked for"`
-	Artifacts []Artifact `json:"artifacts" audit:"required" doc:"each file returned"`
+	Patterns  []string   `json:"patterns" audit:"always" doc:"the patterns asked for"`
+	Artifacts []Artifact `json:"artifacts" audit:"always" doc:"each file returned"`
 	Truncated bool       `json:"truncated" doc:"the artifact limits cut the list"`
 }
 
@@ -199,10 +199,10 @@ func (*Artifacts) Sentences() []Sentence {
 // the exec stopped (killed or crashed) before it reaped it. Written by the
 // next supervisor right after its start record.
 type Interrupted struct {
-	LastStep        string    `json:"last_step" audit:"required" doc:"the exec's last record before the end"`
-	LastSeq         uint64    `json:"last_seq" audit:"required" doc:"its seq"`
-	AcceptedAt      time.Time `json:"accepted_at" doc:"time of the exec's accept"`
-	FoundAtStartSeq uint64    `json:"found_at_start_seq" audit:"required" doc:"the start record of the supervisor that found it"`
+	LastStep        string    `json:"last_step" audit:"always" doc:"the exec's last record before the end"`
+	LastSeq         uint64    `json:"last_seq" audit:"always" doc:"its seq"`
+	AcceptedAt      time.Time `json:"accepted_at" audit:"always" doc:"time of the exec's accept"`
+	FoundAtStartSeq uint64    `json:"found_at_start_seq" audit:"always" doc:"the start record of the supervisor that found it"`
 }
 
 // Step implements Facts.

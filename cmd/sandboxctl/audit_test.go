@@ -67,7 +67,7 @@ func writeLogWith(t *testing.T, rotate int64, reapExtra map[string]any) string {
 	}
 	c(execOK, "reap", "supervisor", true, "", reap)
 	c(execRefused, "accept", "supervisor", true, "", map[string]any{"method": "POST", "path": "/v1/exec", "body_bytes": 40})
-	c(execRefused, "decide", "supervisor", false, `language "ruby" is not supported`, map[string]any{"code": "invalid_argument"})
+	c(execRefused, "decide", "supervisor", false, `language "ruby" is not supported`, map[string]any{"session": false, "code": "invalid_argument"})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
