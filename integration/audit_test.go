@@ -38,6 +38,11 @@ func auditRead(t *testing.T, path string) []audit.Record {
 	if !rep.Intact {
 		t.Fatalf("the audit log %s does not verify: %v", path, rep.Break)
 	}
+	// Every record the real supervisor and helper wrote is as the typed
+	// schema (audit/facts, SCHEMA.md) says.
+	if rep.FactErrorCount != 0 {
+		t.Fatalf("the audit log %s has %d record(s) not as the schema says: %+v", path, rep.FactErrorCount, rep.FactErrors)
+	}
 	return recs
 }
 
