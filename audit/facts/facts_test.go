@@ -87,7 +87,7 @@ func TestDecode(t *testing.T) {
 		{"no facts on a failed prepare", facts.StepPrepare, false, ``, ""},
 		{"null facts", facts.StepPrepare, false, `null`, ""},
 		{"no facts on an ok prepare", facts.StepPrepare, true, ``, "missing workspace, workspace_kind, limits"},
-		{"unknown fact", facts.StepReap, true, `{"exit_code":0,"colour":1}`, `unknown field "colour"`},
+		{"unknown fact", facts.StepReap, true, `{"exit_code":0,"colour":1}`, `unknown fact "colour"`},
 		{"wrong type", facts.StepSeccomp, false, `{"profile":7}`, "profile"},
 		{"always, even when failed", facts.StepInterrupted, false, `{"last_step":"exec"}`, "missing last_seq, accepted_at, found_at_start_seq"},
 		{"failed exec needs no attestation", facts.StepExec, false, `{"t_us":1}`, ""},
@@ -132,7 +132,7 @@ func TestDescribe(t *testing.T) {
 	got := strings.Join(facts.Describe(facts.StepReap, true, raw, nil), "\n")
 	for _, want := range []string{
 		"The payload ended: exit code -, signal SIGKILL, timed out: yes, after 5000 ms",
-		`NOT AS THE SCHEMA SAYS: reap facts: json: unknown field "a_new_fact"`,
+		`NOT AS THE SCHEMA SAYS: reap facts: unknown fact "a_new_fact"`,
 		"other facts: a_new_fact=kept",
 	} {
 		if !strings.Contains(got, want) {

@@ -231,7 +231,7 @@ func TestAuditFactErrors(t *testing.T) {
 	path := writeLogWith(t, 0, map[string]any{"a_new_fact": "kept"})
 	out, _, code := actl(t, nil, "audit", "verify", path)
 	if code != exitAuditBroken || !strings.Contains(out, "audit log intact") ||
-		!strings.Contains(out, `1 record(s) not as the schema says`) || !strings.Contains(out, `reap facts: json: unknown field "a_new_fact"`) {
+		!strings.Contains(out, `1 record(s) not as the schema says`) || !strings.Contains(out, `reap facts: unknown fact "a_new_fact"`) {
 		t.Fatalf("verify: exit %d\n%s", code, out)
 	}
 	out, _, code = actl(t, nil, "audit", "verify", "--json", path)
@@ -247,7 +247,7 @@ func TestAuditFactErrors(t *testing.T) {
 		t.Fatalf("--json: exit %d, %v: %s", code, err, out)
 	}
 	out, _, code = actl(t, nil, "audit", "show", "--log", path, execOK)
-	if code != 0 || !strings.Contains(out, "other facts: a_new_fact=kept") || !strings.Contains(out, `NOT AS THE SCHEMA SAYS: reap facts: json: unknown field "a_new_fact"`) ||
+	if code != 0 || !strings.Contains(out, "other facts: a_new_fact=kept") || !strings.Contains(out, `NOT AS THE SCHEMA SAYS: reap facts: unknown fact "a_new_fact"`) ||
 		!strings.Contains(out, "outcome: ran: exit code 0 after 41 ms") {
 		t.Fatalf("show: exit %d\n%s", code, out)
 	}

@@ -556,7 +556,7 @@ func TestParseReport(t *testing.T) {
 		{"exec ok", `{"step":"exec","ok":true,"facts":` + okExec + `}`, ""},
 		{"failed step with no facts", `{"step":"enter","ok":false,"error":"bad spec","facts":{"t_us":3}}`, ""},
 		{"prelude failure at network carries enter facts", `{"step":"network","ok":false,"error":"unshare","facts":{"exec_id":"x","euid":1,"t_us":3}}`, ""},
-		{"unknown fact", `{"step":"seccomp","ok":false,"facts":{"profile":"p","colour":"red"}}`, `unknown field "colour"`},
+		{"unknown fact", `{"step":"seccomp","ok":false,"facts":{"profile":"p","colour":"red"}}`, `unknown fact "colour"`},
 		{"missing required fact", `{"step":"exec","ok":true,"facts":{"argv":["bwrap"],"t_us":5}}`, "missing bwrap_env, mounts_sha256"},
 		{"unknown envelope field", `{"step":"exec","ok":true,"facts":` + okExec + `,"extra":1}`, `unknown field "extra"`},
 		{"not a helper step", `{"step":"reap","ok":false}`, "not a helper step"},
