@@ -134,7 +134,7 @@ func (h *HelperLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecRe
 			res.Artifacts = append(res.Artifacts, Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, ContentBase64: a.ContentBase64})
 			facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
 		}
-		h.audit(req, audit.Record{Step: "artifacts", OK: err == nil, Facts: map[string]any{
+		h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: map[string]any{
 			"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
 	}
 	return res, nil
