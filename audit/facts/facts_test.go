@@ -94,6 +94,9 @@ func TestDecode(t *testing.T) {
 		{"trailing data", facts.StepAccept, false, `{"method":"GET","path":"/"} {}`, "trailing"},
 		{"not an object", facts.StepAccept, false, `[1]`, "accept facts"},
 		{"untyped step", "session.create", true, `{"session_id":"s"}`, "no typed facts"},
+		{"a health probe's decide", facts.StepDecide, true, `{"runtime":"probe","limits":{"timeout_ms":5000},"probe":true}`, ""},
+		{"a refused probe's decide", facts.StepDecide, false, ``, ""},
+		{"reap: why the wait stopped, quota unmeasurable", facts.StepReap, true, `{"exit_code":0,"stopped":"quota","quota_exceeded":true,"quota_error":"statfs: EIO","probe":true}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := facts.Decode(tc.step, tc.ok, []byte(tc.raw))

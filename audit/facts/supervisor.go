@@ -14,6 +14,7 @@ type Accept struct {
 	BodyBytes     *int   `json:"body_bytes,omitempty" doc:"bytes of body read (bounded by --max-body-bytes)"`
 	ContentLength *int64 `json:"content_length,omitempty" doc:"the Content-Length header (-1 when chunked)"`
 	Code          string `json:"code,omitzero" doc:"on refusal: the API error code (invalid_argument, too_large, forbidden …); error has the message"`
+	Probe         bool   `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 }
 
 // Step implements Facts.
@@ -25,6 +26,7 @@ func (*Accept) Sentences() []Sentence {
 		{Text: "The request {method} {path} ({body_bytes} bytes) was read and decoded strictly; the caller, from the socket's SO_PEERCRED, is {caller}."},
 		{Text: "Refused with {code}."},
 		{Text: "Content-Length {content_length}."},
+		{Text: "A health probe's exec: {probe}."},
 	}
 }
 
@@ -45,11 +47,11 @@ type Limits struct {
 // before any resource is used. A refusal carries the facts gathered up to
 // the rule that refused it.
 type Decide struct {
-	Session           bool              `json:"session" audit:"always" doc:"a session exec"`
+	Session           bool              `json:"session,omitzero" doc:"a session exec (absent: not a session exec, or a health probe)"`
 	SessionID         string            `json:"session_id,omitzero" doc:"which session"`
 	Runtime           string            `json:"runtime,omitzero" audit:"required" doc:"the runtime the language maps to"`
-	CodeBytes         *int              `json:"code_bytes,omitempty" audit:"required" doc:"size of the code as received"`
-	CodeSHA256        string            `json:"code_sha256,omitzero" audit:"required" doc:"SHA-256 of the code as received"`
+	CodeBytes         *int              `json:"code_bytes,omitempty" doc:"size of the code as received (absent on a health probe)"`
+	CodeSHA256        string            `json:"code_sha256,omitzero" doc:"SHA-256 of the code as received (absent on a health probe)"`
 	FileCount         *int              `json:"file_count,omitempty" doc:"files to stage"`
 	FileBytes         *int64            `json:"file_bytes,omitempty" doc:"decoded size of the files to stage"`
 	EnvNames          []string          `json:"env_names,omitempty" doc:"names of the request's env, sorted"`
@@ -61,6 +63,7 @@ type Decide struct {
 	StdinBytes        *int              `json:"stdin_bytes,omitempty" doc:"size of stdin"`
 	Admission         string            `json:"admission,omitzero" doc:"admitted once an exec slot was granted"`
 	Code              string            `json:"code,omitzero" doc:"on refusal: the API error code"`
+	Probe             bool              `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 }
 
 // Step implements Facts.
@@ -76,6 +79,7 @@ func (*Decide) Sentences() []Sentence {
 		{Text: "Env names: {env_names}; values {env|or:not recorded (--audit-env-values records them)}{env_values_recorded|hide}."},
 		{Text: "Limits decided: {limits}."},
 		{Text: "Exec slot: {admission}; session: {session_id}."},
+		{Text: "A health probe's exec: {probe}."},
 	}
 }
 
@@ -92,6 +96,7 @@ type Prepare struct {
 	Cgroup        string  `json:"cgroup,omitzero" doc:"the same as cgroup_mode, in records written before it was renamed"`
 	Limits        *Limits `json:"limits,omitempty" audit:"required" doc:"the limits as applied: without a cgroup memory_bytes, pids, cpus are 0 (not enforced, not claimed); the exec result's policy.limits"`
 	QuotaBytes    int64   `json:"quota_bytes" doc:"the workspace disk quota"`
+	Probe         bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 }
 
 // Step implements Facts.
@@ -103,6 +108,7 @@ func (*Prepare) Sentences() []Sentence {
 		{Text: "Workspace {workspace} ({workspace_kind}); staged {files} files ({file_bytes} bytes); stdio over {stdio}; cgroup {cgroup_mode/cgroup}."},
 		{Text: "Workspace disk quota {quota_bytes} bytes."},
 		{Text: "Limits as applied: {limits}."},
+		{Text: "A health probe's exec: {probe}."},
 	}
 }
 
@@ -130,9 +136,12 @@ type Reap struct {
 	PIDNamespaceGone    bool    `json:"pid_namespace_gone,omitzero" doc:"the reaper's pidfd became readable: the kernel had killed every process of the pid namespace"`
 	OOMKilled           bool    `json:"oom_killed,omitzero" doc:"the exec's cgroup recorded an OOM kill"`
 	CgroupProcessesLeft int     `json:"cgroup_processes_left,omitzero" doc:"processes left in the exec's cgroup once the sandbox's pid 1 was gone"`
-	QuotaExceeded       bool    `json:"quota_exceeded,omitzero" doc:"the workspace quota stopped the payload"`
+	QuotaExceeded       bool    `json:"quota_exceeded,omitzero" doc:"the workspace went over its quota (seen by the watcher during the run or the check after it)"`
+	QuotaError          string  `json:"quota_error,omitzero" doc:"the workspace's size could not be measured, which counts as over the quota (fails closed)"`
+	Stopped             string  `json:"stopped,omitzero" doc:"why the supervisor stopped waiting: exited (on its own), timeout, cancelled, quota, permit"`
 	HelperExit          *int    `json:"helper_exit,omitempty" doc:"on failure: the helper's (or bwrap's) exit status"`
 	StderrHead          *string `json:"stderr_head,omitempty" doc:"on failure: the first 512 bytes of the helper's/bwrap's stderr"`
+	Probe               bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 }
 
 // Step implements Facts.
@@ -144,6 +153,9 @@ func (*Reap) Sentences() []Sentence {
 		{When: OnlyOK, Text: "The payload ended: exit code {exit_code}, signal {signal}, timed out: {timed_out}, after {duration_ms} ms; usage {usage}; OOM-killed: {oom_killed}; workspace quota exceeded: {quota_exceeded}."},
 		{When: OnlyOK, Text: "stdout {stdout_bytes} bytes (truncated: {stdout_truncated}), stderr {stderr_bytes} bytes (truncated: {stderr_truncated}); bwrap's child pid {bwrap_child_pid}; pid namespace gone: {pid_namespace_gone}."},
 		{When: OnlyOK, Text: "Processes left in the exec's cgroup once the sandbox's pid 1 was gone: {cgroup_processes_left}."},
+		{Text: "The supervisor stopped waiting because: {stopped}."},
+		{Text: "The workspace's size could not be measured (counted as over the quota): {quota_error}."},
+		{Text: "A health probe's exec: {probe}."},
 		{When: OnlyFailed, Text: "The helper exited {helper_exit}; its stderr began: {stderr_head|q}."},
 	}
 }
@@ -185,6 +197,7 @@ type Artifacts struct {
 	Patterns  []string   `json:"patterns" audit:"always" doc:"the patterns asked for"`
 	Artifacts []Artifact `json:"artifacts" audit:"always" doc:"each file returned"`
 	Truncated bool       `json:"truncated" doc:"the artifact limits cut the list"`
+	Probe     bool       `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 }
 
 // Step implements Facts.
@@ -192,7 +205,10 @@ func (*Artifacts) Step() string { return StepArtifacts }
 
 // Sentences implements Facts.
 func (*Artifacts) Sentences() []Sentence {
-	return []Sentence{{Text: "Artifacts for patterns {patterns} (truncated: {truncated}):{artifacts|files}"}}
+	return []Sentence{
+		{Text: "Artifacts for patterns {patterns} (truncated: {truncated}):{artifacts|files}"},
+		{Text: "A health probe's exec: {probe}."},
+	}
 }
 
 // Interrupted is the facts of an interrupted record: the supervisor that ran
