@@ -25,6 +25,14 @@ type Enter struct {
 	UsernsInode    uint64 `json:"userns_inode,omitzero" audit:"required" doc:"inode of the new user namespace (stat of /proc/self/fd/<userns fd>)"`
 	OwnUsernsInode uint64 `json:"own_userns_inode,omitzero" audit:"required" doc:"inode of the helper's own user namespace (/proc/self/ns/user): the initial one, so the helper holds nothing in the sandbox's"`
 	Workspace      string `json:"workspace,omitzero" audit:"required" doc:"the workspace name, opened with openat2 (RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, RESOLVE_NO_XDEV) below the configured root and owned by the service uid"`
+	// The prelude's namespace-owner facts (the a-prelude branch writes them).
+	RUID            int    `json:"ruid,omitzero" doc:"the helper's real uid (the supervisor's service user), read by the prelude"`
+	RGID            int    `json:"rgid,omitzero" doc:"the helper's real gid, read by the prelude"`
+	OwnerUID        int    `json:"owner_uid,omitzero" doc:"the uid that owns the sandbox's user namespace, from the root-owned owner file (-1 when the prelude did not get that far)"`
+	OwnerGID        int    `json:"owner_gid,omitzero" doc:"the gid that owns the sandbox's user namespace, likewise"`
+	OwnerFile       string `json:"owner_file,omitzero" doc:"the owner file the prelude read"`
+	CapsEffectiveUS int64  `json:"caps_effective_us,omitzero" doc:"how long, in total, any capability was effective in the prelude, µs"`
+	Reason          string `json:"reason,omitzero" doc:"on a prelude failure: why, one of the prelude's reason names (spec.Reason*)"`
 	Timing
 }
 
@@ -37,6 +45,8 @@ func (*Enter) Sentences() []Sentence {
 		{Text: "The helper {helper_version} (config {config}, sha256 {config_sha256}) ran as euid {euid}, egid {egid} for exec {exec_id} of caller uid {caller_uid} (probe: {probe})."},
 		{Text: "Its prelude made the user namespace (inode {userns_inode}; the helper itself stayed in inode {own_userns_inode}) held by pid {holder_pid}, wrote uid_map {uid_map|q}, gid_map {gid_map|q}, setgroups {setgroups}, in {prelude_us} µs."},
 		{Text: "It opened the workspace {workspace} beneath its configured root without following symlinks; runtime {runtime}."},
+		{Text: "Real uid {ruid}, gid {rgid}; the namespace is owned by uid {owner_uid}, gid {owner_gid} (from {owner_file}); capabilities were effective for {caps_effective_us} µs in all."},
+		{Text: "The prelude failed: {reason}."},
 	}
 }
 
@@ -127,6 +137,9 @@ type Exec struct {
 	ProfileSHA256   string   `json:"profile_sha256,omitzero" audit:"required" doc:"as in seccomp: the exec result's policy.profile_sha256"`
 	HelperVersion   string   `json:"helper_version,omitzero" audit:"required" doc:"as in enter: the exec result's policy.helper_version"`
 	CodeSHA256      string   `json:"code_sha256,omitzero" audit:"required" doc:"SHA-256 of the code the helper put in the sandbox"`
+	BwrapUID        int      `json:"bwrap_uid,omitzero" doc:"the uid bwrap is exec'd as (the namespace owner; the a-prelude branch writes it)"`
+	BwrapGID        int      `json:"bwrap_gid,omitzero" doc:"the gid bwrap is exec'd as"`
+	Reason          string   `json:"reason,omitzero" doc:"on a failure while waiting for the release: why (supervisor_gone)"`
 	Timing
 }
 
@@ -138,6 +151,8 @@ func (*Exec) Sentences() []Sentence {
 	return []Sentence{
 		{Text: "execve bubblewrap with the argv the helper built: {argv|args}"},
 		{Text: "bwrap's environment {bwrap_env}; payload env names {payload_env_names}; mounts sha256 {mounts_sha256}; profile sha256 {profile_sha256}; helper {helper_version}; code sha256 {code_sha256}."},
+		{Text: "bwrap runs as uid {bwrap_uid}, gid {bwrap_gid}."},
+		{Text: "Failed because: {reason}."},
 	}
 }
 
