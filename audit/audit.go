@@ -2,9 +2,10 @@
 // hash-chained JSON-lines writer the supervisor appends to, its rotation and
 // syslog forwarding, and the verifier behind `sandboxctl audit verify`.
 //
-// One record is written per step of the launch sequence (DESIGN.md), each
-// carrying the exec id and the caller's uid so an auditor can reconstruct a
-// launch from accept to reap. Every record also carries its sequence number,
+// One record is written per step of the launch sequence, each carrying the
+// exec id and the caller's uid so an auditor can reconstruct a launch from
+// accept to reap; the facts of each step are a typed struct of package
+// audit/facts. Every record also carries its sequence number,
 // the hash of the record before it and its own hash, so a removed, edited,
 // reordered or truncated record is detected (SCHEMA.md says exactly how).
 //
@@ -13,9 +14,15 @@
 // writer that failed once refuses every later record rather than leave a gap.
 package audit
 
+//go:generate go run ./internal/schemadoc -file SCHEMA.md
+
 import (
+	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // SchemaVersion is bumped whenever a field changes meaning. Version 2 added
@@ -23,18 +30,20 @@ import (
 // stop, rotate, interrupted). SCHEMA.md documents every version.
 const SchemaVersion = 2
 
-// Steps of the launch sequence, in order. Helper steps (enter … exec) are
-// reported by sandboxd-nsinit over its audit fd and relayed by the supervisor.
+// Steps of the launch sequence, in order (their facts: package audit/facts).
+// Helper steps (enter … exec) are reported by sandboxd-nsinit over its
+// report fd and relayed by the supervisor.
 const (
-	StepAccept  = "accept"
-	StepDecide  = "decide"
-	StepPrepare = "prepare"
-	StepEnter   = "enter"
-	StepNetwork = "network"
-	StepSeccomp = "seccomp"
-	StepDrop    = "drop"
-	StepExec    = "exec"
-	StepReap    = "reap"
+	StepAccept    = facts.StepAccept
+	StepDecide    = facts.StepDecide
+	StepPrepare   = facts.StepPrepare
+	StepEnter     = facts.StepEnter
+	StepNetwork   = facts.StepNetwork
+	StepSeccomp   = facts.StepSeccomp
+	StepDrop      = facts.StepDrop
+	StepExec      = facts.StepExec
+	StepReap      = facts.StepReap
+	StepArtifacts = facts.StepArtifacts
 )
 
 // Records about the log itself and about execs the launch sequence did not
@@ -51,7 +60,7 @@ const (
 	StepRotate = "rotate"
 	// StepInterrupted closes an exec whose supervisor stopped before the
 	// exec was reaped (found when the next supervisor opens the log).
-	StepInterrupted = "interrupted"
+	StepInterrupted = facts.StepInterrupted
 )
 
 // Sources of records.
@@ -66,21 +75,67 @@ const ZeroHash = "00000000000000000000000000000000000000000000000000000000000000
 // Record is one line of the audit log. The field order is the order on the
 // line; hash is always last (see SCHEMA.md, "Hash chain").
 type Record struct {
-	V         int            `json:"v"`
-	Seq       uint64         `json:"seq"`
-	PrevHash  string         `json:"prev_hash"`
-	Time      time.Time      `json:"time"`
-	ExecID    string         `json:"exec_id"`
-	Step      string         `json:"step"`
-	Source    string         `json:"source"` // "supervisor" or "nsinit"
-	CallerUID int            `json:"caller_uid"`
-	CallerGID int            `json:"caller_gid"`
-	CallerPID int            `json:"caller_pid"`
-	OK        bool           `json:"ok"`
-	Error     string         `json:"error,omitempty"`
-	Facts     map[string]any `json:"facts,omitempty"`
+	V         int       `json:"v"`
+	Seq       uint64    `json:"seq"`
+	PrevHash  string    `json:"prev_hash"`
+	Time      time.Time `json:"time"`
+	ExecID    string    `json:"exec_id"`
+	Step      string    `json:"step"`
+	Source    string    `json:"source"` // "supervisor" or "nsinit"
+	CallerUID int       `json:"caller_uid"`
+	CallerGID int       `json:"caller_gid"`
+	CallerPID int       `json:"caller_pid"`
+	OK        bool      `json:"ok"`
+	Error     string    `json:"error,omitempty"`
+	// Facts are the step's facts. Written: a value of the step's type in
+	// package audit/facts (a relayed helper report: its json.RawMessage; the
+	// session, file and log records: a map). Read back by Verify and
+	// ReadRecords: the json.RawMessage of the line; DecodeFacts types it.
+	Facts any `json:"facts,omitempty"`
 	// Hash is the SHA-256 of the line without this field; set by the writer.
 	Hash string `json:"hash,omitempty"`
+}
+
+// DecodeFacts returns r's facts as the typed value of its step, decoded
+// strictly (facts.Decode): a fact the step does not define, or one an ok
+// record of the step requires and lacks, is an error. Steps without typed
+// facts give facts.ErrUntyped.
+func (r Record) DecodeFacts() (facts.Facts, error) {
+	raw, err := r.RawFacts()
+	if err != nil {
+		return nil, err
+	}
+	return facts.Decode(r.Step, r.OK, raw)
+}
+
+// RawFacts returns r's facts as JSON (nil when there are none).
+func (r Record) RawFacts() (json.RawMessage, error) {
+	switch f := r.Facts.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return f, nil
+	}
+	b, err := json.Marshal(r.Facts)
+	if err != nil {
+		return nil, fmt.Errorf("%s facts: %w", r.Step, err)
+	}
+	return b, nil
+}
+
+// FactMap returns r's facts as a generic JSON object (for the untyped log
+// records and for tests); nil when there are none or they are not an object.
+func (r Record) FactMap() map[string]any {
+	if m, ok := r.Facts.(map[string]any); ok {
+		return m
+	}
+	raw, err := r.RawFacts()
+	if err != nil || len(raw) == 0 {
+		return nil
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
 }
 
 // Sink receives audit records. Implementations must be safe for concurrent use.

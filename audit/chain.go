@@ -28,6 +28,9 @@ const (
 // ignored; every other field must already be final.
 func encodeRecord(r Record) (line []byte, hash string, err error) {
 	r.Hash = ""
+	if raw, ok := r.Facts.(json.RawMessage); ok && len(raw) == 0 {
+		r.Facts = nil // a relayed report without facts: no "facts":null
+	}
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, "", err

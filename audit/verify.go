@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // Kinds of break the verifier names.
@@ -44,6 +46,12 @@ type VerifyOptions struct {
 	// Visit, when set, is called for every record that verified, in chain
 	// order, with the file it is in and its line number.
 	Visit func(file string, line int, r Record)
+
+	// ChainOnly skips the check of every record's facts against its step's
+	// type (Report.FactErrors), for callers that ask only whether the chain
+	// is intact: the tamper tests, which verify tens of thousands of
+	// mutated logs.
+	ChainOnly bool
 
 	// fileOnly verifies the named file alone, taking its header's link on
 	// trust (the writer's check at start-up).
@@ -119,9 +127,52 @@ type Report struct {
 	Skipped []string `json:"skipped,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
 	Break   *Break   `json:"break,omitempty"`
+	// FactErrors are records that verified (the chain is intact there)
+	// whose facts are not what their step's type in package audit/facts
+	// says: a fact it does not define, one an ok record requires and lacks,
+	// or a value of the wrong type. At most maxFactErrors are listed;
+	// FactErrorCount counts them all.
+	FactErrors     []FactError `json:"fact_errors,omitempty"`
+	FactErrorCount int         `json:"fact_error_count,omitempty"`
 
 	lastStep  string
 	fileIndex int
+}
+
+// FactError is a record whose facts do not match its step's schema.
+type FactError struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Seq    uint64 `json:"seq"`
+	ExecID string `json:"exec_id"`
+	Step   string `json:"step"`
+	Detail string `json:"detail"`
+}
+
+// maxFactErrors bounds Report.FactErrors.
+const maxFactErrors = 20
+
+// Valid reports whether the chain is intact and every record's facts are
+// as the schema says (what `sandboxctl audit verify` exits 0 for).
+func (r *Report) Valid() bool { return r.Intact && r.FactErrorCount == 0 }
+
+// checkFacts decodes a verified record's facts strictly (Record.DecodeFacts).
+// The session, file and log records have no typed facts and are not
+// checked. The writer's check at start-up skips this: a record that is not
+// as the schema says is a finding for an auditor, not a reason to set the
+// log aside.
+func (v *verifier) checkFacts(name string, lineNo int, r Record) {
+	if v.o.fileOnly || v.o.ChainOnly {
+		return
+	}
+	_, err := r.DecodeFacts()
+	if err == nil || errors.Is(err, facts.ErrUntyped) {
+		return
+	}
+	v.rep.FactErrorCount++
+	if len(v.rep.FactErrors) < maxFactErrors {
+		v.rep.FactErrors = append(v.rep.FactErrors, FactError{File: name, Line: lineNo, Seq: r.Seq, ExecID: r.ExecID, Step: r.Step, Detail: err.Error()})
+	}
 }
 
 // Verify checks the audit log chain that ends with the file name in fsys
@@ -179,8 +230,8 @@ func readLink(fsys fs.FS, name string) link {
 	if !ok {
 		return link{}
 	}
-	l := link{ok: true, reason: factString(r.Facts, "reason")}
-	l.prevFile = factString(r.Facts, "prev_file")
+	l := link{ok: true, reason: factString(r.FactMap(), "reason")}
+	l.prevFile = factString(r.FactMap(), "prev_file")
 	l.genesis = r.Seq == 0 && r.PrevHash == ZeroHash && l.prevFile == ""
 	return l
 }
@@ -309,8 +360,8 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 			v.headSeen, v.headMatched = true, hash == v.head.Hash
 		}
 		if lineNo == 1 {
-			fr.FileIndex = factInt(r.Facts, "file_index")
-			fr.Reason = factString(r.Facts, "reason")
+			fr.FileIndex = factInt(r.FactMap(), "file_index")
+			fr.Reason = factString(r.FactMap(), "reason")
 			fr.FirstSeq = r.Seq
 			v.rep.fileIndex = fr.FileIndex
 		}
@@ -318,6 +369,7 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 		fr.LastSeq = r.Seq
 		lastRec = r
 		v.account(r)
+		v.checkFacts(name, lineNo, r)
 		if v.o.Visit != nil {
 			v.o.Visit(name, lineNo, r)
 		}
@@ -333,12 +385,12 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 	if idx < len(files)-1 {
 		if !fr.Rotated {
 			next := files[idx+1]
-			if hdr, ok := readHeader(v.fsys, next); ok && factString(hdr.Facts, "reason") == reasonBroken {
+			if hdr, ok := readHeader(v.fsys, next); ok && factString(hdr.FactMap(), "reason") == reasonBroken {
 				// The supervisor found this file broken at start-up (its
 				// head file no longer names it, so its end is proven by
 				// nothing): the break it recorded stands.
 				kind := BreakTruncated
-				if b, ok := hdr.Facts["break"].(map[string]any); ok && factString(b, "kind") != "" {
+				if b, ok := hdr.FactMap()["break"].(map[string]any); ok && factString(b, "kind") != "" {
 					kind = factString(b, "kind")
 				}
 				v.brk(name, lineNo+1, off, kind, "the supervisor found this file broken and set it aside (header of %s): %s", next, hdr.Error)
@@ -353,7 +405,7 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 	// The end of the chain.
 	if fr.Rotated {
 		v.rep.Tail = "rotate record"
-		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s was rotated away (renamed %s); the files after it were not examined", name, factString(lastRec.Facts, "renamed_to")))
+		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s was rotated away (renamed %s); the files after it were not examined", name, factString(lastRec.FactMap(), "renamed_to")))
 		return true
 	}
 	return v.checkHead(name, lineNo+1, off)
@@ -399,23 +451,22 @@ func (v *verifier) record(name string, lineNo int, off int64, raw []byte) (Recor
 		v.brk(name, lineNo, off, BreakEdited, "its bytes do not match its hash (sha256 %s, the line says %s): the record was edited after it was written", got[:16]+"…", stated[:16]+"…")
 		return r, "", false
 	}
-	// Facts are decoded only where they are read: a verify of a long log
-	// spends most of its time in them otherwise.
-	var x struct {
-		Record
-		Facts json.RawMessage `json:"facts"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&x); err != nil || dec.More() {
+	r, err := decodeRecord(raw)
+	if err != nil {
 		v.brk(name, lineNo, off, BreakMalformed, "not a valid record: %v", err)
 		return r, "", false
 	}
-	r = x.Record
-	if len(x.Facts) > 0 && (v.o.Visit != nil || IsLogRecord(r.Step)) {
-		if err := json.Unmarshal(x.Facts, &r.Facts); err != nil {
-			v.brk(name, lineNo, off, BreakMalformed, "its facts are not a JSON object: %v", err)
-			return r, "", false
+	if IsLogRecord(r.Step) {
+		// The log records' facts are read here (links, open execs).
+		raw, _ := r.Facts.(json.RawMessage)
+		var m map[string]any
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &m); err != nil {
+				v.brk(name, lineNo, off, BreakMalformed, "its facts are not a JSON object: %v", err)
+				return r, "", false
+			}
 		}
+		r.Facts = m
 	}
 	if r.Hash != stated || r.V < 2 {
 		v.brk(name, lineNo, off, BreakMalformed, "its hash field or schema version is inconsistent")
@@ -439,9 +490,9 @@ func (v *verifier) chain(name string, lineNo int, off int64, r Record, hash stri
 			v.brk(name, lineNo, off, BreakHeader, "the chain's first record is a %q record (seq %d), not a header: the file's beginning was removed", r.Step, r.Seq)
 			return false
 		}
-		genesis := r.Seq == 0 && r.PrevHash == ZeroHash && factString(r.Facts, "prev_file") == ""
+		genesis := r.Seq == 0 && r.PrevHash == ZeroHash && factString(r.FactMap(), "prev_file") == ""
 		if !genesis {
-			prev := factString(r.Facts, "prev_file")
+			prev := factString(r.FactMap(), "prev_file")
 			switch {
 			case v.o.Partial:
 				v.rep.Skipped = appendOnce(v.rep.Skipped, fmt.Sprintf("verification starts at %s seq %d, which continues from %s (seq %d, hash %s); that link is taken on trust",
@@ -453,13 +504,13 @@ func (v *verifier) chain(name string, lineNo int, off int64, r Record, hash stri
 				return false
 			default:
 				v.expSeq = r.Seq
-				detail := factString(r.Facts, "reason")
+				detail := factString(r.FactMap(), "reason")
 				v.brk(name, lineNo, off, BreakMissingFile, "it continues from seq %d (hash %s…) of a log that is not present (header reason %q: %s)",
 					r.Seq-1, r.PrevHash[:min(16, len(r.PrevHash))], detail, r.Error)
 				return false
 			}
 		}
-		v.rep.LogID = factString(r.Facts, "log_id")
+		v.rep.LogID = factString(r.FactMap(), "log_id")
 		v.rep.FirstSeq = r.Seq
 		v.rep.From = r.Time
 		v.seedOpen(r)
@@ -482,11 +533,11 @@ func (v *verifier) chain(name string, lineNo int, off int64, r Record, hash stri
 		return false
 	}
 	if r.Step == StepHeader {
-		if id := factString(r.Facts, "log_id"); id != v.rep.LogID {
+		if id := factString(r.FactMap(), "log_id"); id != v.rep.LogID {
 			v.brk(name, lineNo, off, BreakHeader, "its header belongs to log %s, not to this chain's log %s", id, v.rep.LogID)
 			return false
 		}
-		if reason := factString(r.Facts, "reason"); reason == reasonBroken || reason == reasonMissing {
+		if reason := factString(r.FactMap(), "reason"); reason == reasonBroken || reason == reasonMissing {
 			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s was begun because the supervisor found the log %s: %s", name, reason, r.Error))
 		}
 	}
@@ -614,7 +665,7 @@ func (v *verifier) seedOpen(r Record) {
 }
 
 func headerOpenExecs(r Record) []OpenExec {
-	raw, ok := r.Facts["open_execs"]
+	raw, ok := r.FactMap()["open_execs"]
 	if !ok {
 		return nil
 	}
@@ -749,8 +800,7 @@ func ReadRecords(fsys fs.FS, files []string, fn func(file string, line int, r Re
 		for n := 1; ; n++ {
 			raw, err := readLine(rd)
 			if len(bytes.TrimSpace(raw)) > 0 {
-				var r Record
-				if json.Unmarshal(raw, &r) == nil {
+				if r, err := decodeRecord(raw); err == nil {
 					fn(name, n, r)
 				} else {
 					bad++
@@ -763,4 +813,26 @@ func ReadRecords(fsys fs.FS, files []string, fn func(file string, line int, r Re
 		f.Close()
 	}
 	return bad, nil
+}
+
+// decodeRecord decodes one line. Its facts stay raw (json.RawMessage):
+// Record.DecodeFacts types them where they are read, so a verify of a long
+// log does not spend its time building maps.
+func decodeRecord(raw []byte) (Record, error) {
+	var x struct {
+		Record
+		Facts json.RawMessage `json:"facts"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&x); err != nil {
+		return Record{}, err
+	}
+	if dec.More() {
+		return Record{}, errors.New("data after the record")
+	}
+	r := x.Record
+	if len(x.Facts) > 0 {
+		r.Facts = x.Facts
+	}
+	return r, nil
 }

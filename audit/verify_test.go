@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/audit/audittest"
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // launch writes the records one exec of the given kind leaves.
@@ -205,7 +206,7 @@ func TestMutationsSynthetic(t *testing.T) {
 	applied, caught := map[string]int{}, map[string]int{}
 	for _, m := range audittest.Mutations(l, "audit.log", audittest.Options{Seed: 1, MaxEditsPerFile: 150}) {
 		applied[m.Kind]++
-		rep, err := Verify(m.Log.FS(), "audit.log", VerifyOptions{})
+		rep, err := Verify(m.Log.FS(), "audit.log", VerifyOptions{ChainOnly: true})
 		if err != nil {
 			t.Fatalf("%s %s: %v", m.Kind, m.Where, err)
 		}
@@ -354,10 +355,10 @@ func TestRestartClosesInterruptedExecs(t *testing.T) {
 		t.Fatalf("records after restart: %v", tail)
 	}
 	ir := recs[len(recs)-3]
-	if ir.OK || ir.Source != SourceSupervisor || ir.CallerUID != 1000 || ir.CallerPID != 4242 || ir.Facts["last_step"] != StepExec || ir.Error == "" {
+	if ir.OK || ir.Source != SourceSupervisor || ir.CallerUID != 1000 || ir.CallerPID != 4242 || ir.FactMap()["last_step"] != StepExec || ir.Error == "" {
 		t.Fatalf("interrupted record %+v", ir)
 	}
-	if recs[len(recs)-4].Facts["previous_shutdown"] != "unclean" {
+	if recs[len(recs)-4].FactMap()["previous_shutdown"] != "unclean" {
 		t.Fatalf("start record %+v", recs[len(recs)-4])
 	}
 
@@ -459,7 +460,7 @@ func TestBrokenLogIsSetAsideAndLinked(t *testing.T) {
 			var hdr Record
 			raw, _ := os.ReadFile(path)
 			_ = json.Unmarshal(raw[:bytes.IndexByte(raw, '\n')], &hdr)
-			if hdr.OK || !strings.Contains(hdr.Error, "audit.log.1") || hdr.Facts["reason"] != reasonBroken || hdr.Facts["prev_file"] != "audit.log.1" {
+			if hdr.OK || !strings.Contains(hdr.Error, "audit.log.1") || hdr.FactMap()["reason"] != reasonBroken || hdr.FactMap()["prev_file"] != "audit.log.1" {
 				t.Fatalf("new header %+v", hdr)
 			}
 		})
@@ -642,5 +643,45 @@ func TestOpenExecsOrder(t *testing.T) {
 	l := openList(map[string]*OpenExec{"b": {ExecID: "b", LastSeq: 9}, "a": {ExecID: "a", LastSeq: 3}})
 	if !sort.SliceIsSorted(l, func(i, j int) bool { return l[i].LastSeq < l[j].LastSeq }) || l[0].ExecID != "a" {
 		t.Fatalf("%+v", l)
+	}
+}
+
+// Facts that are not as the step's type says are fact errors of verify,
+// apart from the chain; the writer's own check at start-up ignores them, so
+// such a record never makes the supervisor set its log aside.
+func TestFactErrors(t *testing.T) {
+	w, path := openLog(t, false)
+	good := &facts.Exec{Argv: []string{"bwrap", "--"}, BwrapEnv: []string{"PATH=/usr/bin"}, MountsSHA256: "m", ProfileSHA256: "p", HelperVersion: "v", CodeSHA256: "c"}
+	for _, r := range []Record{
+		{ExecID: "a", Step: StepExec, Source: SourceNsinit, OK: true, Facts: good},
+		{ExecID: "b", Step: StepExec, Source: SourceNsinit, OK: true, Facts: map[string]any{"argv": []string{"bwrap"}}},
+		{ExecID: "c", Step: StepReap, OK: true, Facts: map[string]any{"exit_code": 0, "colour": "red"}},
+		{ExecID: "d", Step: "session.create", OK: true, Facts: map[string]any{"anything": 1}}, // untyped: not checked
+		{ExecID: "e", Step: StepEnter, Source: SourceNsinit, OK: true, Facts: json.RawMessage(`{"exec_id":7}`)},
+	} {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep := verifyPath(t, path, VerifyOptions{})
+	mustIntact(t, rep)
+	if rep.Valid() || rep.FactErrorCount != 3 || len(rep.FactErrors) != 3 {
+		t.Fatalf("fact errors %d %+v", rep.FactErrorCount, rep.FactErrors)
+	}
+	for i, want := range []string{"exec facts: missing bwrap_env, mounts_sha256", `reap facts: unknown fact "colour"`, `enter facts: fact "exec_id": json: cannot unmarshal number`} {
+		if e := rep.FactErrors[i]; !strings.Contains(e.Detail, want) || e.Line < 2 || e.File != "audit.log" {
+			t.Errorf("fact error %d: %+v, want %q", i, e, want)
+		}
+	}
+	w2, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if w2.opened.State != "continued" || w2.opened.Break != nil {
+		t.Fatalf("a log with fact errors was not continued: %+v", w2.opened)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	stepfacts "github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // Why a file of the chain was begun (the header's facts.reason).
@@ -391,7 +393,7 @@ func (w *FileWriter) begin() error {
 			Error: "the supervisor stopped (killed or crashed) before this exec was reaped, so it has no reap record; " +
 				"the helper and bubblewrap die with the supervisor (parent-death signal), taking the sandbox with them, " +
 				"and the next supervisor removes the one-shot workspace at start-up",
-			Facts: map[string]any{"last_step": o.LastStep, "last_seq": o.LastSeq, "accepted_at": o.Since, "found_at_start_seq": startSeq},
+			Facts: &stepfacts.Interrupted{LastStep: o.LastStep, LastSeq: o.LastSeq, AcceptedAt: o.Since, FoundAtStartSeq: startSeq},
 		}
 		if _, err := w.appendLocked(r, true, false); err != nil {
 			return err

@@ -46,11 +46,11 @@ func TestAuditProbeTrail(t *testing.T) {
 		if r.CallerUID != in.uid || r.CallerGID != in.gid || r.CallerPID <= 0 {
 			t.Errorf("%s record attributed to uid %d gid %d pid %d, want the health request's peer (uid %d)", r.Step, r.CallerUID, r.CallerGID, r.CallerPID, in.uid)
 		}
-		if r.Source == audit.SourceSupervisor && r.Facts["probe"] != true {
+		if r.Source == audit.SourceSupervisor && r.FactMap()["probe"] != true {
 			t.Errorf("%s record not marked as a probe: %v", r.Step, r.Facts)
 		}
 	}
-	if enter := auditStep(trail, audit.StepEnter); enter.Facts["probe"] != true {
+	if enter := auditStep(trail, audit.StepEnter); enter.FactMap()["probe"] != true {
 		t.Errorf("the helper's enter record does not say probe: %v", enter.Facts)
 	}
 	out, code := sandboxctlAudit(t, in, "verify", path)

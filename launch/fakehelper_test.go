@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
 
@@ -27,8 +29,59 @@ import (
 
 const fakeHelperName = "sandboxd-nsinit"
 
-// fakeExecFacts are the attestation facts the fake's exec report carries.
-var fakeExecFacts = map[string]any{"profile_sha256": "fake-profile", "mounts_sha256": "fake-mounts", "helper_version": "fake-1"}
+// fakeExecFacts are the facts the fake's exec report carries: every fact
+// of the schema present, with the attestation the tests look for.
+var fakeExecFacts = func() json.RawMessage {
+	f := fakeFacts(facts.StepExec).(*facts.Exec)
+	f.ProfileSHA256, f.MountsSHA256, f.HelperVersion = "fake-profile", "fake-mounts", "fake-1"
+	b, _ := json.Marshal(f)
+	return b
+}()
+
+// fakeFacts returns step's typed facts with every field set to a non-zero
+// value, so that the strict decoder (spec.ParseReport) finds each fact the
+// schema requires: the relay's permit checks are what these tests probe.
+func fakeFacts(step string) facts.Facts {
+	f := facts.New(step)
+	if f == nil {
+		return nil
+	}
+	fillNonZero(reflect.ValueOf(f).Elem())
+	return f
+}
+
+func fillNonZero(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fillNonZero(v.Field(i))
+			}
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillNonZero(v.Elem())
+	case reflect.String:
+		v.SetString("fake")
+	case reflect.Bool:
+		v.SetBool(false)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fillNonZero(s.Index(0))
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillNonZero(k)
+		fillNonZero(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	}
+}
 
 type fake struct {
 	rep, status, release *os.File
@@ -182,7 +235,11 @@ func (f *fake) report(r spec.Report) {
 
 func (f *fake) steps(steps ...string) {
 	for _, s := range steps {
-		f.report(spec.Report{Step: s, OK: true})
+		b, _ := json.Marshal(fakeFacts(s))
+		if facts.New(s) == nil { // an unknown step: no facts to give
+			b = nil
+		}
+		f.report(spec.Report{Step: s, OK: true, Facts: b})
 	}
 }
 

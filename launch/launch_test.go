@@ -101,7 +101,7 @@ func TestLaunchRunsThroughEveryPhase(t *testing.T) {
 			t.Fatalf("%s record attributed to uid %d pid %d", r.Step, r.CallerUID, r.CallerPID)
 		}
 	}
-	if f := last(recs).Facts; f["pid_namespace_gone"] != true || f["stopped"] != "exited" {
+	if f := last(recs).FactMap(); f["pid_namespace_gone"] != true || f["stopped"] != "exited" {
 		t.Fatalf("reap facts %v", f)
 	}
 	if _, err := os.Stat(filepath.Join(h.cfg.WorkspaceRoot, req.ExecID)); !errors.Is(err, os.ErrNotExist) {
@@ -118,7 +118,7 @@ func TestPermitSequence(t *testing.T) {
 	}{
 		{"out-of-order", `step "seccomp" reported done out of order: the next permitted step is "network"`},
 		{"twice", `step "enter" reported done out of order: the next permitted step is "network"`},
-		{"unknown-step", `report of unknown step "mount"`},
+		{"unknown-step", `step "mount": no typed facts`},
 		{"after-exec", `report of step "drop" after the helper's sequence had ended`},
 		{"garbage", "undecodable report line"},
 		{"huge", "report stream unreadable"},
@@ -190,7 +190,7 @@ func TestTeardownEscalates(t *testing.T) {
 			if took > 3*time.Second {
 				t.Fatalf("teardown took %v", took)
 			}
-			if f := last(sink.ForExec(req.ExecID)).Facts; f["stopped"] != "timeout" {
+			if f := last(sink.ForExec(req.ExecID)).FactMap(); f["stopped"] != "timeout" {
 				t.Fatalf("reap facts %v", f)
 			}
 		})
@@ -240,7 +240,7 @@ func TestQuotaWatcherStopsSmallWrites(t *testing.T) {
 	if took := time.Since(begin); took > 4*time.Second {
 		t.Fatalf("stopped only after %v", took)
 	}
-	if f := last(sink.ForExec(req.ExecID)).Facts; f["quota_exceeded"] != true || f["stopped"] != "quota" {
+	if f := last(sink.ForExec(req.ExecID)).FactMap(); f["quota_exceeded"] != true || f["stopped"] != "quota" {
 		t.Fatalf("reap facts %v", f)
 	}
 }
@@ -261,7 +261,7 @@ func TestQuotaFailsClosed(t *testing.T) {
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Fatalf("stopped only after %v", took)
 	}
-	f := last(sink.ForExec(req.ExecID)).Facts
+	f := last(sink.ForExec(req.ExecID)).FactMap()
 	if qe, _ := f["quota_error"].(string); !strings.Contains(qe, "cannot be measured") {
 		t.Fatalf("reap facts %v, want the measuring error", f)
 	}
@@ -294,7 +294,7 @@ func TestProbeTrail(t *testing.T) {
 		if r.CallerUID != by.UID || r.CallerGID != by.GID || r.CallerPID != by.PID {
 			t.Fatalf("%s record attributed to %d/%d/%d", r.Step, r.CallerUID, r.CallerGID, r.CallerPID)
 		}
-		if r.Source == audit.SourceSupervisor && r.Facts["probe"] != true {
+		if r.Source == audit.SourceSupervisor && r.FactMap()["probe"] != true {
 			t.Fatalf("%s record not marked as a probe: %v", r.Step, r.Facts)
 		}
 	}

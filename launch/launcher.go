@@ -146,7 +146,7 @@ func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *Exec
 		res.Artifacts = append(res.Artifacts, Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, ContentBase64: a.ContentBase64})
 		facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
 	}
-	_ = h.audit(req, audit.Record{Step: "artifacts", OK: err == nil, Facts: map[string]any{
+	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: map[string]any{
 		"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
 }
 
@@ -165,10 +165,12 @@ func (h *HelperLauncher) audit(req Request, r audit.Record) error {
 		r.Source = audit.SourceSupervisor
 	}
 	if req.Probe && r.Source == audit.SourceSupervisor {
-		if r.Facts == nil {
-			r.Facts = map[string]any{}
+		m, _ := r.Facts.(map[string]any)
+		if m == nil {
+			m = map[string]any{}
 		}
-		r.Facts["probe"] = true
+		m["probe"] = true
+		r.Facts = m
 	}
 	if h.cfg.Sink == nil {
 		return nil

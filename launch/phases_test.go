@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strconv"
@@ -58,8 +59,13 @@ func TestPermits(t *testing.T) {
 
 func TestRelay(t *testing.T) {
 	line := func(s string) string { return s + "\n" }
-	good := line(`{"step":"enter","ok":true}`) + line(`{"step":"network","ok":true}`) + line(`{"step":"seccomp","ok":true}`) +
-		line(`{"step":"drop","ok":true}`) + line(`{"step":"exec","ok":true,"facts":{"helper_version":"v"}}`)
+	// rep is a well-formed report of step with every fact of its schema.
+	rep := func(step string) string {
+		f, _ := json.Marshal(fakeFacts(step))
+		b, _ := json.Marshal(spec.Report{Step: step, OK: true, Facts: f})
+		return line(string(b))
+	}
+	good := rep("enter") + rep("network") + rep("seccomp") + rep("drop") + rep("exec")
 	cases := []struct {
 		name, input, violation string
 		reports                int
@@ -67,11 +73,12 @@ func TestRelay(t *testing.T) {
 	}{
 		{"in order", good, "", 5, true},
 		{"unknown field", line(`{"step":"enter","ok":true,"extra":1}`), "undecodable", 1, false},
-		{"trailing data", line(`{"step":"enter","ok":true} {}`), "trailing data", 1, false},
-		{"no step", line(`{"ok":true}`), "without a step", 1, false},
+		{"trailing data", line(`{"step":"enter","ok":true} {}`), "data after the JSON object", 1, false},
+		{"no step", line(`{"ok":true}`), `step ""`, 1, false},
+		{"facts missing", line(`{"step":"network","ok":true}`), "missing mode", 1, false},
 		{"not json", line(`\x1b[2J hello`), "undecodable", 1, false},
 		{"line too long", line(`{"step":"enter","ok":true,"error":"`+strings.Repeat("e", maxReportLine)+`"}`) + good, "unreadable", 0, false},
-		{"out of order", line(`{"step":"network","ok":true}`), "out of order", 1, false},
+		{"out of order", rep("network"), "out of order", 1, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

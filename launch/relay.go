@@ -2,12 +2,11 @@ package launch
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
 
@@ -19,10 +18,10 @@ import (
 // helper that is not the one installed, or one that misbehaves, and the
 // launch is refused. OpenSSH's monitor (monitor.c, the MON_ONCE permits of
 // mon_dispatch) is the model.
-var helperSteps = [...]string{"enter", "network", "seccomp", "drop", "exec"}
+var helperSteps = facts.HelperSteps
 
 // maxReportLine bounds one report line; a longer one is a violation.
-const maxReportLine = 1 << 20
+const maxReportLine = facts.MaxReport
 
 // permits is the state of the permit table for one helper.
 type permits struct {
@@ -64,30 +63,26 @@ func (p *permits) check(r spec.Report) error {
 // it exec'd bwrap under the confinement it attested.
 func (p *permits) done() bool { return p.next == len(helperSteps) && p.ended }
 
-// decodeReport decodes one report line strictly: one JSON object of
-// spec.Report's fields with a step, nothing after it.
-func decodeReport(line []byte) (spec.Report, error) {
-	var rep spec.Report
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rep); err != nil {
-		return rep, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return rep, errors.New("trailing data after the report")
+// decodeReport decodes one report line strictly (spec.ParseReport: one
+// JSON object of spec.Report's fields, nothing after it, and facts that
+// are exactly the typed facts of audit/facts for its step).
+func decodeReport(line []byte) (spec.Report, facts.Helper, error) {
+	rep, f, err := spec.ParseReport(line)
+	if err != nil {
+		return rep, nil, err
 	}
 	if rep.Step == "" {
-		return rep, errors.New("report without a step")
+		return rep, nil, errors.New("report without a step")
 	}
-	return rep, nil
+	return rep, f, nil
 }
 
 // relayed is what relayReports read from the helper.
 type relayed struct {
 	reports []spec.Report
-	// exec is the helper's "exec" report when the whole sequence was
-	// permitted and done; the attestation is taken from its facts.
-	exec *spec.Report
+	// exec is the typed facts of the helper's "exec" report when the whole
+	// sequence was permitted and done; the attestation is taken from them.
+	exec *facts.Exec
 	// violation is the first break of the permit sequence, if any.
 	violation error
 }
@@ -104,6 +99,7 @@ func (hp *helperProc) relayReports(record func(spec.Report)) {
 func relay(r io.Reader, record func(spec.Report), violation chan<- error) relayed {
 	var out relayed
 	var p permits
+	var last facts.Helper
 	broke := func(err error) {
 		if out.violation == nil {
 			out.violation = err
@@ -113,7 +109,8 @@ func relay(r io.Reader, record func(spec.Report), violation chan<- error) relaye
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxReportLine)
 	for sc.Scan() {
-		rep, err := decodeReport(sc.Bytes())
+		rep, f, err := decodeReport(sc.Bytes())
+		last = f
 		if err != nil {
 			rep = spec.Report{Step: "unknown", Error: fmt.Sprintf("undecodable helper report: %v", err)}
 			broke(fmt.Errorf("undecodable report line (%d bytes): %w", len(sc.Bytes()), err))
@@ -130,8 +127,11 @@ func relay(r io.Reader, record func(spec.Report), violation chan<- error) relaye
 		_, _ = io.Copy(io.Discard, r)
 	}
 	if out.violation == nil && p.done() {
-		last := out.reports[len(out.reports)-1]
-		out.exec = &last
+		if ex, ok := last.(*facts.Exec); ok {
+			out.exec = ex
+		} else {
+			broke(fmt.Errorf("the exec report carries no exec facts"))
+		}
 	}
 	return out
 }

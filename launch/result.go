@@ -2,7 +2,6 @@ package launch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
@@ -90,25 +90,16 @@ func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) 
 	return res
 }
 
-// execFacts are the facts of the helper's exec report that the result
-// attests (nsinit.launch.exec writes them).
-type execFacts struct {
-	ProfileSHA256 string `json:"profile_sha256"`
-	MountsSHA256  string `json:"mounts_sha256"`
-	HelperVersion string `json:"helper_version"`
-}
-
-// attestation is taken from the exec step's facts only: they describe the
-// sandbox bwrap was exec'd into, after every other step passed. (A killed
-// exec may have none: then nothing is attested.)
-func attestation(exec *spec.Report) PolicyAttestation {
-	var f execFacts
-	if exec != nil {
-		if b, err := json.Marshal(exec.Facts); err == nil {
-			_ = json.Unmarshal(b, &f)
-		}
+// attestation is taken from the exec step's typed facts only
+// (audit/facts.Exec): they describe the sandbox bwrap was exec'd into,
+// after every other step passed. (A killed exec may have none: then
+// nothing is attested.)
+func attestation(exec *facts.Exec) PolicyAttestation {
+	if exec == nil {
+		return PolicyAttestation{}
 	}
-	return PolicyAttestation{ProfileSHA256: f.ProfileSHA256, MountsSHA256: f.MountsSHA256, HelperVersion: f.HelperVersion}
+	a := exec.Attestation()
+	return PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion}
 }
 
 // reapFacts are the facts of a successful reap record.

@@ -26,6 +26,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
@@ -86,53 +87,54 @@ func Main(pre PreludeOutcome) int {
 func (l *launch) enter() int {
 	cfg, err := config.Load(config.DefaultPath)
 	if err != nil {
-		return l.rep.fail("enter", spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid", nil)
+		return l.rep.fail(&facts.Enter{}, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
 	}
 	l.cfg = cfg
 	specFile := os.NewFile(spec.FDSpec, "spec")
 	s, err := spec.Decode(specFile)
 	specFile.Close()
 	if err != nil {
-		return l.rep.fail("enter", spec.ExitSpec, err, "", nil)
+		return l.rep.fail(&facts.Enter{}, spec.ExitSpec, err, "")
 	}
 	l.spec = s
 	if err := l.checkSpec(); err != nil {
-		return l.rep.fail("enter", spec.ExitSpec, err, "", nil)
+		return l.rep.fail(&facts.Enter{}, spec.ExitSpec, err, "")
 	}
 
-	facts := map[string]any{
-		"exec_id": s.ExecID, "caller_uid": s.CallerUID, "runtime": s.Runtime, "probe": l.probe,
-		"helper_version": Version, "config": config.DefaultPath, "config_sha256": fileSHA256(config.DefaultPath),
-		"euid": l.pre.EUID, "egid": l.pre.EGID,
-		"uid_map": strings.TrimSpace(l.pre.UIDMap), "gid_map": strings.TrimSpace(l.pre.GIDMap),
-		"setgroups": "deny", "holder_pid": l.pre.HolderPID,
-		"prelude_us": (l.pre.FinishedNS - l.pre.StartedNS) / 1000,
+	ef := &facts.Enter{
+		ExecID: s.ExecID, CallerUID: s.CallerUID, Runtime: s.Runtime, Probe: l.probe,
+		HelperVersion: Version, Config: config.DefaultPath, ConfigSHA256: fileSHA256(config.DefaultPath),
+		EUID: l.pre.EUID, EGID: l.pre.EGID,
+		UIDMap: strings.TrimSpace(l.pre.UIDMap), GIDMap: strings.TrimSpace(l.pre.GIDMap),
+		Setgroups: "deny", HolderPID: l.pre.HolderPID,
+		PreludeUS: (l.pre.FinishedNS - l.pre.StartedNS) / 1000,
 	}
 	if l.pre.FailedStep != "" {
 		status, fix := spec.ExitEnter, fixCapabilities(selfPath())
+		var failed facts.Helper = ef
 		switch {
-		case l.pre.FailedStep == "network":
-			status = spec.ExitNetwork
-		case l.pre.FailedStep == "drop":
-			status = spec.ExitDrop
+		case l.pre.FailedStep == facts.StepNetwork:
+			status, failed = spec.ExitNetwork, &facts.Network{Enter: ef}
+		case l.pre.FailedStep == facts.StepDrop:
+			status, failed = spec.ExitDrop, &facts.Drop{Enter: ef}
 		case l.pre.Errno == unix.ENOSPC:
 			fix = "raise user.max_user_namespaces: echo 'user.max_user_namespaces = 15000' > /etc/sysctl.d/90-sandboxd.conf && sysctl --system (`sandboxctl doctor` checks it)"
 		case strings.Contains(l.pre.Message, "uid or gid 0"):
 			fix = "start sandboxd as its service user, never as root"
 		}
-		return l.rep.fail(l.pre.FailedStep, status, l.pre.Err(), fix, facts)
+		return l.rep.fail(failed, status, l.pre.Err(), fix)
 	}
-	facts["userns_inode"] = nsInode(fmt.Sprintf("/proc/self/fd/%d", l.pre.UsernsFD))
-	facts["own_userns_inode"] = nsInode("/proc/self/ns/user")
+	ef.UsernsInode = nsInode(fmt.Sprintf("/proc/self/fd/%d", l.pre.UsernsFD))
+	ef.OwnUsernsInode = nsInode("/proc/self/ns/user")
 	l.fds.Userns = l.pre.UsernsFD
 
 	ws, err := openWorkspace(cfg.WorkspaceRoot, s.Workspace, l.pre.EUID)
 	if err != nil {
-		return l.rep.fail("enter", spec.ExitSpec, err, "", facts)
+		return l.rep.fail(ef, spec.ExitSpec, err, "")
 	}
 	l.fds.Workspace = ws
-	facts["workspace"] = s.Workspace
-	l.rep.ok("enter", facts)
+	ef.Workspace = s.Workspace
+	l.rep.ok(ef)
 	return 0
 }
 
@@ -196,112 +198,112 @@ func openWorkspace(root, name string, owner int) (int, error) {
 }
 
 func (l *launch) network() int {
-	facts := map[string]any{"mode": l.spec.Network, "netns_inode": nsInode("/proc/self/ns/net")}
+	nf := &facts.Network{Mode: l.spec.Network, NetnsInode: nsInode("/proc/self/ns/net")}
 	links, err := netlink.LinkList()
 	if err != nil {
-		return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("list links: %w", err), "", facts)
+		return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("list links: %w", err), "")
 	}
 	var names []string
 	for _, link := range links {
 		names = append(names, link.Attrs().Name)
 	}
-	facts["links"] = names
+	nf.Links = names
 	if len(links) != 1 || links[0].Attrs().Name != "lo" {
-		return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("network namespace has links %v, want only lo", names), "", facts)
+		return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("network namespace has links %v, want only lo", names), "")
 	}
 	if links[0].Attrs().Flags&net.FlagUp == 0 {
-		return l.rep.fail("network", spec.ExitNetwork, errors.New("loopback is down"), "", facts)
+		return l.rep.fail(nf, spec.ExitNetwork, errors.New("loopback is down"), "")
 	}
 	addrs, err := netlink.AddrList(links[0], netlink.FAMILY_ALL)
 	if err != nil {
-		return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("list addresses: %w", err), "", facts)
+		return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("list addresses: %w", err), "")
 	}
 	var as []string
 	for _, a := range addrs {
 		if !a.IP.IsLoopback() {
-			return l.rep.fail("network", spec.ExitNetwork, fmt.Errorf("non-loopback address %s on lo", a.IPNet), "", facts)
+			return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("non-loopback address %s on lo", a.IPNet), "")
 		}
 		as = append(as, a.IPNet.String())
 	}
-	facts["addrs"] = as
-	l.rep.ok("network", facts)
+	nf.Addrs = as
+	l.rep.ok(nf)
 	return 0
 }
 
 func (l *launch) seccomp() int {
 	path := l.cfg.PayloadProfile
-	facts := map[string]any{"profile": path}
+	sf := &facts.Seccomp{Profile: path}
 	fix := "reinstall the payload profile (make install): it must be root-owned, valid Docker/OCI seccomp JSON"
 	if err := config.CheckRootOwned(path); err != nil {
-		return l.rep.fail("seccomp", spec.ExitSeccomp, fmt.Errorf("payload profile: %w", err), fix, facts)
+		return l.rep.fail(sf, spec.ExitSeccomp, fmt.Errorf("payload profile: %w", err), fix)
 	}
 	bpf, sha, source, p, err := payloadFilter(path)
-	facts["profile_sha256"], facts["bpf_source"] = sha, source
+	sf.ProfileSHA256, sf.BPFSource = sha, source
 	if err != nil {
-		return l.rep.fail("seccomp", spec.ExitSeccomp, err, fix, facts)
+		return l.rep.fail(sf, spec.ExitSeccomp, err, fix)
 	}
 	if p != nil {
-		facts["skipped_syscalls"] = p.Skipped
+		sf.SkippedSyscalls = p.Skipped
 	}
 	fd, err := sealedMemfd("sandboxd-seccomp", bpf)
 	if err != nil {
-		return l.rep.fail("seccomp", spec.ExitSeccomp, err, "", facts)
+		return l.rep.fail(sf, spec.ExitSeccomp, err, "")
 	}
 	l.fds.Seccomp = fd
 	l.profileSHA = sha
-	facts["bpf_instructions"] = len(bpf) / 8
-	facts["bpf_sha256"] = sha256Hex(bpf)
-	facts["applied_by"] = "bwrap --seccomp, immediately before it execs the payload"
-	l.rep.ok("seccomp", facts)
+	sf.BPFInstructions = len(bpf) / 8
+	sf.BPFSHA256 = sha256Hex(bpf)
+	sf.AppliedBy = "bwrap --seccomp, immediately before it execs the payload"
+	l.rep.ok(sf)
 	return 0
 }
 
 func (l *launch) drop() int {
-	facts := map[string]any{}
+	df := &facts.Drop{}
 	// RLIMIT_CORE first and always: a core of a payload is a copy of its memory.
 	limits := map[string]uint64{"RLIMIT_CORE": 0}
 	for _, rl := range l.spec.Process.Rlimits {
 		if rl.Type != "RLIMIT_CORE" {
 			limits[rl.Type] = rl.Hard
 			if err := setRlimit(rl.Type, rl.Soft, rl.Hard); err != nil {
-				return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+				return l.rep.fail(df, spec.ExitDrop, err, "")
 			}
 		}
 	}
 	if err := setRlimit("RLIMIT_CORE", 0, 0); err != nil {
-		return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+		return l.rep.fail(df, spec.ExitDrop, err, "")
 	}
-	facts["rlimits"] = limits
+	df.Rlimits = limits
 
 	threads, err := ThreadCaps()
 	if err != nil {
-		return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+		return l.rep.fail(df, spec.ExitDrop, err, "")
 	}
 	for tid, c := range threads {
 		if c.Held() {
-			return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("thread %s still holds capabilities %+v", tid, c), "", facts)
+			return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("thread %s still holds capabilities %+v", tid, c), "")
 		}
 	}
 	// The leader's full view, as an auditor reads it in /proc.
 	leader, err := ReadCapSets("/proc/self/status")
 	if err != nil {
-		return l.rep.fail("drop", spec.ExitDrop, err, "", facts)
+		return l.rep.fail(df, spec.ExitDrop, err, "")
 	}
 	if leader.Held() {
-		return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("the helper still holds capabilities %+v", leader), "", facts)
+		return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("the helper still holds capabilities %+v", leader), "")
 	}
-	facts["threads_checked"] = len(threads)
-	facts["cap_inh"], facts["cap_prm"], facts["cap_eff"], facts["cap_amb"], facts["cap_bnd"] = leader.Inh, leader.Prm, leader.Eff, leader.Amb, leader.Bnd
+	df.ThreadsChecked = len(threads)
+	df.CapInh, df.CapPrm, df.CapEff, df.CapAmb, df.CapBnd = leader.Inh, leader.Prm, leader.Eff, leader.Amb, leader.Bnd
 
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("set no_new_privs: %w", err), "", facts)
+		return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("set no_new_privs: %w", err), "")
 	}
 	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	if err != nil || nnp != 1 {
-		return l.rep.fail("drop", spec.ExitDrop, fmt.Errorf("no_new_privs reads back %d: %v", nnp, err), "", facts)
+		return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("no_new_privs reads back %d: %v", nnp, err), "")
 	}
-	facts["no_new_privs"] = nnp
-	l.rep.ok("drop", facts)
+	df.NoNewPrivs = nnp
+	l.rep.ok(df)
 	return 0
 }
 
@@ -323,35 +325,35 @@ func setRlimit(name string, soft, hard uint64) error {
 
 func (l *launch) exec() int {
 	cfg := l.cfg
-	facts := map[string]any{}
+	xf := &facts.Exec{}
 	for what, p := range map[string]string{"bwrap": cfg.Bwrap, "shim": cfg.Shim} {
 		if err := config.CheckRootOwned(p); err != nil {
 			fix := "install bubblewrap: apt-get install bubblewrap"
 			if what == "shim" {
 				fix = "reinstall sandboxd (make install)"
 			}
-			return l.rep.fail("exec", spec.ExitExec, fmt.Errorf("%s: %w", what, err), fix, facts)
+			return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("%s: %w", what, err), fix)
 		}
 	}
 	env := PayloadEnv(cfg.BaseEnv, l.spec.Process.Env)
 	envFD, err := sealedMemfd("sandboxd-env", []byte(strings.Join(env, "\x00")+"\x00"))
 	if err != nil {
-		return l.rep.fail("exec", spec.ExitExec, err, "", facts)
+		return l.rep.fail(xf, spec.ExitExec, err, "")
 	}
 	l.fds.Env, l.fds.Code, l.fds.Status = envFD, -1, spec.FDStatus
 	if !l.probe {
 		if l.fds.Code, err = sealedMemfd("sandboxd-code", l.spec.Code); err != nil {
-			return l.rep.fail("exec", spec.ExitExec, err, "", facts)
+			return l.rep.fail(xf, spec.ExitExec, err, "")
 		}
 	}
 	argv := BwrapArgs(cfg, l.rt, l.fds, l.spec.TmpSizeBytes)
-	facts["argv"] = argv
-	facts["bwrap_env"] = cfg.BaseEnv
-	facts["payload_env_names"] = EnvNames(env)
-	facts["mounts_sha256"] = MountsDigest(cfg, l.spec.TmpSizeBytes)
-	facts["profile_sha256"] = l.profileSHA
-	facts["helper_version"] = Version
-	facts["code_sha256"] = sha256Hex(l.spec.Code)
+	xf.Argv = argv
+	xf.BwrapEnv = cfg.BaseEnv
+	xf.PayloadEnvNames = EnvNames(env)
+	xf.MountsSHA256 = MountsDigest(cfg, l.spec.TmpSizeBytes)
+	xf.ProfileSHA256 = l.profileSHA
+	xf.HelperVersion = Version
+	xf.CodeSHA256 = sha256Hex(l.spec.Code)
 	// Wait until the supervisor has placed this process in the exec's
 	// cgroup: everything bwrap starts must start inside it.
 	var b [1]byte
@@ -361,16 +363,16 @@ func (l *launch) exec() int {
 			continue
 		}
 		if n != 1 || err != nil {
-			return l.rep.fail("exec", spec.ExitUsage, fmt.Errorf("the supervisor did not release the launch (read fd %d: %d bytes, %v)", spec.FDRelease, n, err), "", facts)
+			return l.rep.fail(xf, spec.ExitUsage, fmt.Errorf("the supervisor did not release the launch (read fd %d: %d bytes, %v)", spec.FDRelease, n, err), "")
 		}
 		break
 	}
 	unix.Close(spec.FDRelease)
-	l.rep.ok("exec", facts)
+	l.rep.ok(xf)
 	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
 	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.
 	err = unix.Exec(cfg.Bwrap, argv, cfg.BaseEnv)
-	return l.rep.fail("exec", spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap", facts)
+	return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap")
 }
 
 // MountsDigest is the sha256 of everything that decides what the payload

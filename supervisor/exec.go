@@ -272,14 +272,16 @@ func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts 
 		CallerGID: c.GID,
 		CallerPID: c.PID,
 		OK:        refusal == nil,
-		Facts:     facts,
 	}
 	if refusal != nil {
 		rec.Error = refusal.Message
-		if rec.Facts == nil {
-			rec.Facts = map[string]any{}
+		if facts == nil {
+			facts = map[string]any{}
 		}
-		rec.Facts["code"] = refusal.Code
+		facts["code"] = refusal.Code
+	}
+	if facts != nil {
+		rec.Facts = facts
 	}
 	return rec
 }

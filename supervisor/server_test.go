@@ -124,10 +124,10 @@ func TestExecHappyPath(t *testing.T) {
 			t.Fatalf("record %+v", rec)
 		}
 	}
-	if recs[0].Facts["method"] != "POST" || recs[0].Facts["path"] != "/v1/exec" || recs[0].Facts["body_bytes"] != len(body) {
+	if recs[0].Facts.(map[string]any)["method"] != "POST" || recs[0].Facts.(map[string]any)["path"] != "/v1/exec" || recs[0].Facts.(map[string]any)["body_bytes"] != len(body) {
 		t.Fatalf("accept facts %v", recs[0].Facts)
 	}
-	d := recs[1].Facts
+	d := recs[1].Facts.(map[string]any)
 	if d["runtime"] != "python" || d["network"] != "none" || d["file_count"] != 1 || d["file_bytes"] != int64(4) ||
 		!reflect.DeepEqual(d["env_names"], []string{"API_TOKEN", "MODE"}) || d["limits"] != wantLimits {
 		t.Fatalf("decide facts %v", d)
@@ -236,7 +236,7 @@ func TestExecRefusals(t *testing.T) {
 					t.Fatalf("want one failed accept record, got %+v", recs)
 				}
 			} else {
-				if len(recs) != 2 || !recs[0].OK || recs[1].Step != audit.StepDecide || recs[1].OK || recs[1].Error != msg || recs[1].Facts["code"] != tc.code {
+				if len(recs) != 2 || !recs[0].OK || recs[1].Step != audit.StepDecide || recs[1].OK || recs[1].Error != msg || recs[1].Facts.(map[string]any)["code"] != tc.code {
 					t.Fatalf("want accept ok + decide refused, got %+v", recs)
 				}
 				if recs[1].CallerUID != os.Getuid() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -88,20 +89,21 @@ func auditVerify(args []string, sio stdio, lookupEnv func(string) (string, bool)
 		files = []string{defaultAuditLog(lookupEnv)}
 	}
 	var results []verifyResult
-	intact := true
+	intact, factsValid := true, true
 	for _, f := range files {
 		rep, err := verifyFile(f, audit.VerifyOptions{Partial: *partial})
 		res := verifyResult{Path: f, Report: rep}
 		if err != nil {
 			res.Error = fmt.Sprintf("cannot read the audit log %s: %v", f, err)
 			intact = false
-		} else if !rep.Intact {
-			intact = false
+		} else {
+			intact = intact && rep.Intact
+			factsValid = factsValid && rep.FactErrorCount == 0
 		}
 		results = append(results, res)
 	}
 	if *asJSON {
-		writeIndented(sio.out, map[string]any{"intact": intact, "logs": results})
+		writeIndented(sio.out, map[string]any{"intact": intact, "facts_valid": factsValid, "logs": results})
 	} else {
 		for i, r := range results {
 			if i > 0 {
@@ -110,7 +112,7 @@ func auditVerify(args []string, sio stdio, lookupEnv func(string) (string, bool)
 			printVerify(sio.out, r)
 		}
 	}
-	if !intact {
+	if !intact || !factsValid {
 		return exitAuditBroken
 	}
 	return exitOK
@@ -169,6 +171,12 @@ func printVerify(w io.Writer, r verifyResult) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "  not checked %s\n", s)
 	}
+	if rep.FactErrorCount > 0 {
+		fmt.Fprintf(w, "  facts       %d record(s) not as the schema says (audit/SCHEMA.md):\n", rep.FactErrorCount)
+		for _, e := range rep.FactErrors {
+			fmt.Fprintf(w, "              %s line %d (seq %d, exec %s): %s\n", e.File, e.Line, e.Seq, e.ExecID, e.Detail)
+		}
+	}
 	for _, s := range rep.Notes {
 		fmt.Fprintf(w, "  note        %s\n", s)
 	}
@@ -214,6 +222,9 @@ func auditShow(args []string, sio stdio, lookupEnv func(string) (string, bool)) 
 			return
 		}
 		ids[r.ExecID] = true
+		if m := r.FactMap(); m != nil {
+			r.Facts = m // --json prints facts as an object with sorted keys, as it always did
+		}
 		recs = append(recs, shownRecord{File: file, Line: line, Verified: verified[file+":"+strconv.Itoa(line)], Record: r})
 	})
 	if err != nil {
@@ -264,7 +275,8 @@ func auditShow(args []string, sio stdio, lookupEnv func(string) (string, bool)) 
 	return exitOK
 }
 
-// story is an exec's records turned into sentences.
+// story is an exec's records turned into sentences: the sentences come
+// from the step types (facts.Describe), the summary from their typed facts.
 type story struct {
 	recs    []shownRecord
 	summary map[string]any
@@ -275,7 +287,8 @@ func buildStory(id string, recs []shownRecord) *story {
 	held := map[string]any{}
 	outcome := "no end recorded: the exec is still running, or its supervisor died and has not been restarted"
 	for _, r := range recs {
-		f := r.Facts
+		raw, _ := r.RawFacts()
+		f := facts.Lenient(r.Step, raw) // a fact not in the schema is shown per record, not here
 		switch r.Step {
 		case audit.StepAccept:
 			st.summary["caller"] = map[string]int{"uid": r.CallerUID, "gid": r.CallerGID, "pid": r.CallerPID}
@@ -287,30 +300,29 @@ func buildStory(id string, recs []shownRecord) *story {
 			if !r.OK {
 				outcome = "refused by policy (decide): " + r.Error
 			}
-			if l, ok := f["limits"]; ok && held["limits"] == nil {
+			if l, ok := r.FactMap()["limits"]; ok && held["limits"] == nil {
 				held["limits"] = l
 			}
 		case audit.StepPrepare:
-			if l, ok := f["limits"]; ok {
+			if l, ok := r.FactMap()["limits"]; ok {
 				held["limits"] = l // as applied by the launcher
 			}
 			if !r.OK {
 				outcome = "the launch failed while preparing: " + r.Error
 			}
 		case audit.StepSeccomp:
-			if v, ok := f["profile_sha256"]; ok {
-				held["profile_sha256"] = v
+			if sf, ok := f.(*facts.Seccomp); ok && sf.ProfileSHA256 != "" {
+				held["profile_sha256"] = sf.ProfileSHA256
 			}
 		case audit.StepExec:
-			for _, k := range []string{"profile_sha256", "mounts_sha256", "helper_version"} {
-				if v, ok := f[k]; ok && r.OK {
-					held[k] = v
-				}
+			if xf, ok := f.(*facts.Exec); ok && r.OK {
+				a := xf.Attestation()
+				held["profile_sha256"], held["mounts_sha256"], held["helper_version"] = a.ProfileSHA256, a.MountsSHA256, a.HelperVersion
 			}
 		case audit.StepReap:
-			if r.OK {
-				outcome = "ran: " + reapSentence(f)
-			} else {
+			if rf, ok := f.(*facts.Reap); ok && r.OK {
+				outcome = "ran: " + rf.Outcome()
+			} else if !r.OK {
 				outcome = "the launch failed (the payload never ran): " + r.Error
 			}
 		case audit.StepInterrupted:
@@ -330,9 +342,9 @@ func (st *story) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "outcome: %s\n", st.summary["outcome"])
 	if p, ok := st.summary["policy"].(map[string]any); ok {
-		fmt.Fprintf(w, "held to: profile sha256 %s, mounts sha256 %s, helper %s\n", fmtVal(p["profile_sha256"]), fmtVal(p["mounts_sha256"]), fmtVal(p["helper_version"]))
+		fmt.Fprintf(w, "held to: profile sha256 %s, mounts sha256 %s, helper %s\n", facts.Format(p["profile_sha256"]), facts.Format(p["mounts_sha256"]), facts.Format(p["helper_version"]))
 		if l, ok := p["limits"]; ok {
-			fmt.Fprintf(w, "         limits %s\n", fmtVal(l))
+			fmt.Fprintf(w, "         limits %s\n", facts.Format(l))
 		}
 	}
 	fmt.Fprintln(w)
@@ -351,251 +363,14 @@ func (st *story) print(w io.Writer) {
 	}
 }
 
-// facts reads a record's facts and remembers which were used, so that the
-// rest can be listed: the story never hides a fact.
-type facts struct {
-	m    map[string]any
-	used map[string]bool
-}
-
-func (f *facts) get(k string) any {
-	f.used[k] = true
-	return f.m[k]
-}
-
-func (f *facts) has(k string) bool {
-	_, ok := f.m[k]
-	return ok
-}
-
-func (f *facts) s(k string) string { return fmtVal(f.get(k)) }
-
-func (f *facts) rest() []string {
-	var keys []string
-	for k := range f.m {
-		if !f.used[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var out []string
-	for _, k := range keys {
-		out = append(out, k+"="+fmtVal(f.m[k]))
-	}
-	return out
-}
-
-// fmtVal renders a fact value compactly: numbers without exponents, lists
-// comma-separated, objects as JSON.
-func fmtVal(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "-"
-	case string:
-		if x == "" {
-			return `""`
-		}
-		return x
-	case float64:
-		if x == float64(int64(x)) {
-			return strconv.FormatInt(int64(x), 10)
-		}
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case bool:
-		if x {
-			return "yes"
-		}
-		return "no"
-	case []any:
-		if len(x) == 0 {
-			return "none"
-		}
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = fmtVal(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	default:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return fmt.Sprint(x)
-		}
-		return string(b)
-	}
-}
-
-func reapSentence(m map[string]any) string {
-	f := &facts{m: m, used: map[string]bool{}}
-	return reapText(f)
-}
-
-func reapText(f *facts) string {
-	var s string
-	switch {
-	case f.get("timed_out") == true:
-		s = "timed out and was killed with " + f.s("signal")
-	case f.get("signal") != nil:
-		s = "killed by " + f.s("signal")
-	default:
-		s = "exit code " + f.s("exit_code")
-	}
-	s += " after " + f.s("duration_ms") + " ms"
-	if u, ok := f.get("usage").(map[string]any); ok {
-		s += fmt.Sprintf(" (cpu %s ms, max rss %s KiB)", fmtVal(u["cpu_ms"]), fmtVal(u["max_rss_kb"]))
-	}
-	if f.get("oom_killed") == true {
-		s += "; OOM-killed"
-	}
-	if f.get("quota_exceeded") == true {
-		s += "; the workspace quota was exceeded"
-	}
-	_ = f.get("exit_code")
-	return s
-}
-
-// stepSentences says what one record asserts, step by step (SCHEMA.md).
+// stepSentences says what one record asserts (SCHEMA.md), from its step's
+// sentence templates.
 func stepSentences(r audit.Record) []string {
-	f := &facts{m: r.Facts, used: map[string]bool{}}
-	if f.m == nil {
-		f.m = map[string]any{}
-	}
 	var out []string
-	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	if !r.OK && r.Error != "" {
-		add("error: %s", r.Error)
+		out = append(out, "error: "+r.Error)
 	}
-	switch r.Step {
-	case audit.StepAccept:
-		add("The request %s %s (%s bytes) was read and decoded strictly; the caller, from the socket's SO_PEERCRED, is uid %d, gid %d, pid %d.",
-			f.s("method"), f.s("path"), f.s("body_bytes"), r.CallerUID, r.CallerGID, r.CallerPID)
-		_ = f.get("content_length")
-		if f.has("code") {
-			add("Refused with %s.", f.s("code"))
-		}
-	case audit.StepDecide:
-		if r.OK {
-			add("Policy accepted it.")
-		} else {
-			add("Policy refused it (%s).", f.s("code"))
-		}
-		if f.has("runtime") {
-			add("Runtime %s; code %s bytes, sha256 %s; stdin %s bytes; network %s; session %s.",
-				f.s("runtime"), f.s("code_bytes"), f.s("code_sha256"), f.s("stdin_bytes"), f.s("network"), f.s("session"))
-		}
-		if f.has("file_count") {
-			arts := f.s("artifacts")
-			if arts == "-" {
-				arts = "none"
-			}
-			add("Files to stage: %s (%s bytes); artifact patterns: %s.", f.s("file_count"), f.s("file_bytes"), arts)
-		}
-		if f.has("env_names") {
-			vals := "values not recorded (--audit-env-values records them)"
-			if f.get("env_values_recorded") == true {
-				vals = "values: " + f.s("env")
-			}
-			add("Env names: %s; %s.", f.s("env_names"), vals)
-		}
-		if f.has("limits") {
-			add("Limits decided: %s.", f.s("limits"))
-		}
-		if f.has("admission") || f.has("session_id") {
-			add("Exec slot: %s; session: %s.", f.s("admission"), f.s("session_id"))
-		}
-	case audit.StepPrepare:
-		if f.has("workspace") {
-			add("Workspace %s (%s); staged %s files (%s bytes); stdio over %s; cgroup %s.",
-				f.s("workspace"), f.s("workspace_kind"), f.s("files"), f.s("file_bytes"), f.s("stdio"), cgroupFact(f))
-		}
-		if f.has("quota_bytes") {
-			add("Workspace disk quota %s bytes.", f.s("quota_bytes"))
-		}
-		if f.has("limits") {
-			add("Limits as applied: %s.", f.s("limits"))
-		}
-	case audit.StepEnter:
-		add("The helper %s (config %s, sha256 %s) ran as euid %s, egid %s for exec %s of caller uid %s (probe: %s).",
-			f.s("helper_version"), f.s("config"), f.s("config_sha256"), f.s("euid"), f.s("egid"), f.s("exec_id"), f.s("caller_uid"), f.s("probe"))
-		add("Its prelude made the user namespace (inode %s; the helper itself stayed in inode %s) held by pid %s, wrote uid_map %q, gid_map %q, setgroups %s, in %s µs.",
-			f.s("userns_inode"), f.s("own_userns_inode"), f.s("holder_pid"), f.s("uid_map"), f.s("gid_map"), f.s("setgroups"), f.s("prelude_us"))
-		if f.has("workspace") {
-			add("It opened the workspace %s beneath its configured root without following symlinks; runtime %s.", f.s("workspace"), f.s("runtime"))
-		}
-	case audit.StepNetwork:
-		add("In network namespace inode %s (mode %s) the links are %s with addresses %s.", f.s("netns_inode"), f.s("mode"), f.s("links"), f.s("addrs"))
-	case audit.StepSeccomp:
-		add("Payload profile %s, sha256 %s: %s cBPF instructions (bpf sha256 %s), %s; applied by %s.",
-			f.s("profile"), f.s("profile_sha256"), f.s("bpf_instructions"), f.s("bpf_sha256"), f.s("bpf_source"), f.s("applied_by"))
-		if f.has("skipped_syscalls") {
-			add("Syscalls of the profile unknown to this kernel/libseccomp: %s.", f.s("skipped_syscalls"))
-		}
-	case audit.StepDrop:
-		if f.has("cap_eff") {
-			add("Read back from /proc/self/status after the drop: CapInh %s, CapPrm %s, CapEff %s, CapAmb %s, CapBnd %s; %s threads checked with capget.",
-				f.s("cap_inh"), f.s("cap_prm"), f.s("cap_eff"), f.s("cap_amb"), f.s("cap_bnd"), f.s("threads_checked"))
-		}
-		if f.has("no_new_privs") {
-			add("no_new_privs reads back %s.", f.s("no_new_privs"))
-		}
-		if f.has("rlimits") {
-			add("Rlimits set: %s.", f.s("rlimits"))
-		}
-	case audit.StepExec:
-		if f.has("argv") {
-			add("execve bubblewrap with the argv the helper built: %s", strings.Join(strArgs(f.get("argv")), " "))
-			add("bwrap's environment %s; payload env names %s; mounts sha256 %s; profile sha256 %s; helper %s; code sha256 %s.",
-				f.s("bwrap_env"), f.s("payload_env_names"), f.s("mounts_sha256"), f.s("profile_sha256"), f.s("helper_version"), f.s("code_sha256"))
-		}
-	case audit.StepReap:
-		if r.OK {
-			add("The payload ended: %s.", reapText(f))
-			add("stdout %s bytes (truncated: %s), stderr %s bytes (truncated: %s); bwrap's child pid %s; pid namespace gone: %s.",
-				f.s("stdout_bytes"), f.s("stdout_truncated"), f.s("stderr_bytes"), f.s("stderr_truncated"), f.s("bwrap_child_pid"), f.s("pid_namespace_gone"))
-			if f.has("cgroup_processes_left") {
-				add("Processes left in the exec's cgroup once the sandbox's pid 1 was gone: %s.", f.s("cgroup_processes_left"))
-			}
-		} else if f.has("helper_exit") {
-			add("The helper exited %s; its stderr began: %q.", f.s("helper_exit"), f.s("stderr_head"))
-		}
-	case "artifacts":
-		if arts, ok := f.get("artifacts").([]any); ok {
-			add("Artifacts for patterns %s (truncated: %s):", f.s("patterns"), f.s("truncated"))
-			for _, a := range arts {
-				if m, ok := a.(map[string]any); ok {
-					add("  %s, %s bytes, sha256 %s", fmtVal(m["path"]), fmtVal(m["size"]), fmtVal(m["sha256"]))
-				}
-			}
-		}
-	case audit.StepInterrupted:
-		add("Found by the next supervisor at start-up: the last record of the exec was %s (seq %s), accepted at %s.",
-			f.s("last_step"), f.s("last_seq"), f.s("accepted_at"))
-		_ = f.get("found_at_start_seq")
-	}
-	if f.has("t_us") {
-		add("(reported %s µs into the helper's life)", f.s("t_us"))
-	}
-	if rest := f.rest(); len(rest) > 0 {
-		add("other facts: %s", strings.Join(rest, "; "))
-	}
-	return out
-}
-
-func cgroupFact(f *facts) string {
-	if f.has("cgroup_mode") {
-		return f.s("cgroup_mode")
-	}
-	return f.s("cgroup")
-}
-
-func strArgs(v any) []string {
-	list, _ := v.([]any)
-	out := make([]string, 0, len(list))
-	for _, a := range list {
-		s := fmtVal(a)
-		if s == "" || strings.ContainsAny(s, " \t\"'") {
-			s = strconv.Quote(s)
-		}
-		out = append(out, s)
-	}
-	return out
+	extra := map[string]string{"caller": fmt.Sprintf("uid %d, gid %d, pid %d", r.CallerUID, r.CallerGID, r.CallerPID)}
+	raw, _ := r.RawFacts()
+	return append(out, facts.Describe(r.Step, r.OK, raw, extra)...)
 }

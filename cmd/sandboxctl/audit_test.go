@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 const (
@@ -20,6 +21,12 @@ const (
 // writeLog writes a log with one successful launch (facts as the real
 // supervisor and helper write them) and one refused request.
 func writeLog(t *testing.T, rotate int64) string {
+	t.Helper()
+	return writeLogWith(t, rotate, nil)
+}
+
+// writeLogWith writes writeLog's log with extra facts on the reap record.
+func writeLogWith(t *testing.T, rotate int64, reapExtra map[string]any) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "audit.log")
 	w, err := audit.Open(path, audit.Options{RotateBytes: rotate, Version: "1.2.3"})
@@ -52,11 +59,15 @@ func writeLog(t *testing.T, rotate int64) string {
 		"cap_bnd": "000001ffffffffff", "no_new_privs": 1, "t_us": 1200})
 	c(execOK, "exec", "nsinit", true, "", map[string]any{"argv": []string{"/usr/bin/bwrap", "--unshare-pid", "--"}, "bwrap_env": []string{"PATH=/usr/bin"},
 		"payload_env_names": []string{"API_TOKEN", "PATH"}, "mounts_sha256": "cd" + sha[2:], "profile_sha256": sha, "helper_version": "0.1.0", "code_sha256": sha, "t_us": 1300})
-	c(execOK, "reap", "supervisor", true, "", map[string]any{"exit_code": 0, "signal": nil, "timed_out": false, "duration_ms": 41,
+	reap := map[string]any{"exit_code": 0, "signal": nil, "timed_out": false, "duration_ms": 41,
 		"usage": map[string]any{"cpu_ms": 30, "max_rss_kb": 9000}, "bwrap_child_pid": 3, "stdout_bytes": 2, "stderr_bytes": 0,
-		"stdout_truncated": false, "stderr_truncated": false, "pid_namespace_gone": true, "a_new_fact": "kept"})
+		"stdout_truncated": false, "stderr_truncated": false, "pid_namespace_gone": true}
+	for k, v := range reapExtra {
+		reap[k] = v
+	}
+	c(execOK, "reap", "supervisor", true, "", reap)
 	c(execRefused, "accept", "supervisor", true, "", map[string]any{"method": "POST", "path": "/v1/exec", "body_bytes": 40})
-	c(execRefused, "decide", "supervisor", false, `language "ruby" is not supported`, map[string]any{"code": "invalid_argument"})
+	c(execRefused, "decide", "supervisor", false, `language "ruby" is not supported`, map[string]any{"session": false, "code": "invalid_argument"})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +162,13 @@ func TestAuditShow(t *testing.T) {
 		"no_new_privs reads back 1",
 		"execve bubblewrap with the argv the helper built: /usr/bin/bwrap --unshare-pid --",
 		"pid namespace gone: yes",
-		"other facts: a_new_fact=kept", // an unknown fact is never hidden
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Count(out, "other facts") != 1 {
-		t.Errorf("a known fact was left unrendered:\n%s", out)
+	if strings.Contains(out, "other facts") || strings.Contains(out, "NOT AS THE SCHEMA SAYS") {
+		t.Errorf("a known fact was left unrendered, or a fact is not as the schema says:\n%s", out)
 	}
 
 	out, _, code = actl(t, nil, "audit", "show", "--log", path, execRefused)
@@ -211,5 +221,52 @@ func TestAuditAcrossRotation(t *testing.T) {
 	}
 	if out, _, code := actl(t, nil, "audit", "verify", "--partial", path); code != 0 || !strings.Contains(out, "not checked") {
 		t.Fatalf("--partial: exit %d\n%s", code, out)
+	}
+}
+
+// A fact the step's type does not define, or a required one that is
+// missing, is a precise verify error (the chain itself is intact), and show
+// still prints the fact.
+func TestAuditFactErrors(t *testing.T) {
+	path := writeLogWith(t, 0, map[string]any{"a_new_fact": "kept"})
+	out, _, code := actl(t, nil, "audit", "verify", path)
+	if code != exitAuditBroken || !strings.Contains(out, "audit log intact") ||
+		!strings.Contains(out, `1 record(s) not as the schema says`) || !strings.Contains(out, `reap facts: unknown fact "a_new_fact"`) {
+		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+	out, _, code = actl(t, nil, "audit", "verify", "--json", path)
+	var v struct {
+		Intact     bool `json:"intact"`
+		FactsValid bool `json:"facts_valid"`
+		Logs       []struct {
+			Report audit.Report `json:"report"`
+		} `json:"logs"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != exitAuditBroken || !v.Intact || v.FactsValid ||
+		len(v.Logs) != 1 || len(v.Logs[0].Report.FactErrors) != 1 || v.Logs[0].Report.FactErrors[0].Step != "reap" {
+		t.Fatalf("--json: exit %d, %v: %s", code, err, out)
+	}
+	out, _, code = actl(t, nil, "audit", "show", "--log", path, execOK)
+	if code != 0 || !strings.Contains(out, "other facts: a_new_fact=kept") || !strings.Contains(out, `NOT AS THE SCHEMA SAYS: reap facts: unknown fact "a_new_fact"`) ||
+		!strings.Contains(out, "outcome: ran: exit code 0 after 41 ms") {
+		t.Fatalf("show: exit %d\n%s", code, out)
+	}
+
+	// An ok exec record without the attestation it must carry.
+	path = filepath.Join(t.TempDir(), "audit.log")
+	w, err := audit.Open(path, audit.Options{Version: "1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(audit.Record{ExecID: execOK, Step: audit.StepExec, Source: audit.SourceNsinit, OK: true,
+		Facts: &facts.Exec{Argv: []string{"/usr/bin/bwrap", "--"}, BwrapEnv: []string{"PATH=/usr/bin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = actl(t, nil, "audit", "verify", path)
+	if code != exitAuditBroken || !strings.Contains(out, "exec facts: missing mounts_sha256, profile_sha256, helper_version, code_sha256") {
+		t.Fatalf("verify of an exec record without attestation: exit %d\n%s", code, out)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // Version is the only launch spec version this helper accepts.
@@ -217,13 +219,44 @@ func truncate(s string) string {
 }
 
 // Report is one JSON line the helper writes on FDReport for each step it
-// finishes or fails. The supervisor turns each into an audit record.
+// finishes or fails. The supervisor turns each into an audit record, its
+// facts relayed byte for byte. Facts is the step's typed facts (package
+// audit/facts) as JSON; ParseReport decodes them.
 type Report struct {
-	Step  string         `json:"step"`
-	OK    bool           `json:"ok"`
-	Error string         `json:"error,omitempty"`
-	Fix   string         `json:"fix,omitempty"`
-	Facts map[string]any `json:"facts,omitempty"`
+	Step  string          `json:"step"`
+	OK    bool            `json:"ok"`
+	Error string          `json:"error,omitempty"`
+	Fix   string          `json:"fix,omitempty"`
+	Facts json.RawMessage `json:"facts,omitempty"`
+}
+
+// ParseReport decodes one report line strictly: at most facts.MaxReport
+// bytes, no unknown field in the envelope or in the facts, a helper step,
+// and on an ok report every fact the step requires. It returns the report
+// and its typed facts; the launcher takes the attestation from the exec
+// step's (*facts.Exec).Attestation.
+func ParseReport(line []byte) (Report, facts.Helper, error) {
+	var r Report
+	if len(line) > facts.MaxReport {
+		return r, nil, fmt.Errorf("helper report of %d bytes, above the %d-byte bound", len(line), facts.MaxReport)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, nil, fmt.Errorf("undecodable helper report: %w", err)
+	}
+	if dec.More() {
+		return r, nil, errors.New("undecodable helper report: data after the JSON object")
+	}
+	f, err := facts.Decode(r.Step, r.OK, r.Facts)
+	if err != nil {
+		return r, nil, fmt.Errorf("helper report: %w", err)
+	}
+	h, ok := f.(facts.Helper)
+	if !ok {
+		return r, nil, fmt.Errorf("helper report: step %q is not a helper step", r.Step)
+	}
+	return r, h, nil
 }
 
 // Exit statuses of sandboxd-nsinit when it fails before exec'ing bwrap. Each

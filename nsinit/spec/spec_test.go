@@ -11,6 +11,8 @@ import (
 	"testing/iotest"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // validSpec returns a spec that passes Validate; each test mutates a copy.
@@ -536,12 +538,53 @@ func TestReportJSON(t *testing.T) {
 	if string(b) != `{"step":"enter","ok":true}` {
 		t.Fatalf("minimal report encodes as %s", b)
 	}
-	var r Report
-	if err := json.Unmarshal([]byte(`{"step":"drop","ok":false,"error":"e","fix":"f","facts":{"n":1}}`), &r); err != nil {
+	r, f, err := ParseReport([]byte(`{"step":"drop","ok":false,"error":"e","fix":"f","facts":{"no_new_privs":1,"t_us":7}}`))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Step != "drop" || r.OK || r.Error != "e" || r.Fix != "f" || r.Facts["n"] != float64(1) {
-		t.Fatalf("report decoded as %+v", r)
+	d, ok := f.(*facts.Drop)
+	if r.Step != "drop" || r.OK || r.Error != "e" || r.Fix != "f" || !ok || d.NoNewPrivs != 1 || d.TUS != 7 {
+		t.Fatalf("report decoded as %+v, facts %#v", r, f)
+	}
+}
+
+func TestParseReport(t *testing.T) {
+	okExec := `{"argv":["bwrap","--"],"bwrap_env":["PATH=/usr/bin"],"mounts_sha256":"m","profile_sha256":"p","helper_version":"v","code_sha256":"c","t_us":5}`
+	for _, tc := range []struct {
+		name, line, err string
+	}{
+		{"exec ok", `{"step":"exec","ok":true,"facts":` + okExec + `}`, ""},
+		{"failed step with no facts", `{"step":"enter","ok":false,"error":"bad spec","facts":{"t_us":3}}`, ""},
+		{"prelude failure at network carries enter facts", `{"step":"network","ok":false,"error":"unshare","facts":{"exec_id":"x","euid":1,"t_us":3}}`, ""},
+		{"unknown fact", `{"step":"seccomp","ok":false,"facts":{"profile":"p","colour":"red"}}`, `unknown fact "colour"`},
+		{"missing required fact", `{"step":"exec","ok":true,"facts":{"argv":["bwrap"],"t_us":5}}`, "missing bwrap_env, mounts_sha256"},
+		{"unknown envelope field", `{"step":"exec","ok":true,"facts":` + okExec + `,"extra":1}`, `unknown field "extra"`},
+		{"not a helper step", `{"step":"reap","ok":false}`, "not a helper step"},
+		{"unknown step", `{"step":"mount","ok":true}`, "no typed facts"},
+		{"trailing data", `{"step":"enter","ok":false}{}`, "data after"},
+		{"too large", `{"step":"exec","ok":false,"error":"` + strings.Repeat("a", facts.MaxReport) + `"}`, "above the"},
+		{"wrong type", `{"step":"drop","ok":false,"facts":{"threads_checked":"all"}}`, "threads_checked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, f, err := ParseReport([]byte(tc.line))
+			if tc.err == "" {
+				if err != nil || f == nil {
+					t.Fatalf("ParseReport: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("ParseReport error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+	_, f, _ := ParseReport([]byte(`{"step":"exec","ok":true,"facts":` + okExec + `}`))
+	if a := f.(*facts.Exec).Attestation(); a != (facts.Attestation{ProfileSHA256: "p", MountsSHA256: "m", HelperVersion: "v"}) {
+		t.Fatalf("attestation %+v", a)
+	}
+	_, f, _ = ParseReport([]byte(`{"step":"network","ok":false,"facts":{"exec_id":"x","euid":1}}`))
+	if e := facts.PreludeFailure(f); e == nil || e.ExecID != "x" {
+		t.Fatalf("prelude failure facts %#v", f)
 	}
 }
 

@@ -1,0 +1,230 @@
+package facts
+
+import "time"
+
+// The supervisor steps. Their records are written by the supervisor
+// itself; the fields are the facts it holds at that point.
+
+// Accept is the facts of the accept step: a request arrived from this peer
+// and was (or was not) decoded. A peer refused by the credential check gets
+// method and path only.
+type Accept struct {
+	Method        string `json:"method" audit:"always" doc:"the HTTP request line's method"`
+	Path          string `json:"path" audit:"always" doc:"the HTTP request line's path"`
+	BodyBytes     *int   `json:"body_bytes,omitempty" doc:"bytes of body read (bounded by --max-body-bytes)"`
+	ContentLength *int64 `json:"content_length,omitempty" doc:"the Content-Length header (-1 when chunked)"`
+	Code          string `json:"code,omitzero" doc:"on refusal: the API error code (invalid_argument, too_large, forbidden …); error has the message"`
+	Probe         bool   `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+}
+
+// Step implements Facts.
+func (*Accept) Step() string { return StepAccept }
+
+// Sentences implements Facts.
+func (*Accept) Sentences() []Sentence {
+	return []Sentence{
+		{Text: "The request {method} {path} ({body_bytes} bytes) was read and decoded strictly; the caller, from the socket's SO_PEERCRED, is {caller}."},
+		{Text: "Refused with {code}."},
+		{Text: "Content-Length {content_length}."},
+		{Text: "A health probe's exec: {probe}."},
+	}
+}
+
+// Limits are the limits decided for an exec (the fields of policy.Limits;
+// a test in package audit keeps them equal).
+type Limits struct {
+	TimeoutMS        int64   `json:"timeout_ms"`
+	OutputLimitBytes int64   `json:"output_limit_bytes"`
+	TmpSizeBytes     int64   `json:"tmp_size_bytes"`
+	MemoryBytes      int64   `json:"memory_bytes"`
+	Pids             int64   `json:"pids"`
+	CPUs             float64 `json:"cpus"`
+	NoFile           uint64  `json:"nofile"`
+	FileSizeBytes    uint64  `json:"file_size_bytes"`
+}
+
+// Decide is the facts of the decide step: what policy made of the request,
+// before any resource is used. A refusal carries the facts gathered up to
+// the rule that refused it.
+type Decide struct {
+	Session           bool              `json:"session,omitzero" doc:"a session exec (absent: not a session exec, or a health probe)"`
+	SessionID         string            `json:"session_id,omitzero" doc:"which session"`
+	Runtime           string            `json:"runtime,omitzero" audit:"required" doc:"the runtime the language maps to"`
+	CodeBytes         *int              `json:"code_bytes,omitempty" doc:"size of the code as received (absent on a health probe)"`
+	CodeSHA256        string            `json:"code_sha256,omitzero" doc:"SHA-256 of the code as received (absent on a health probe)"`
+	FileCount         *int              `json:"file_count,omitempty" doc:"files to stage"`
+	FileBytes         *int64            `json:"file_bytes,omitempty" doc:"decoded size of the files to stage"`
+	EnvNames          []string          `json:"env_names,omitempty" doc:"names of the request's env, sorted"`
+	EnvValuesRecorded *bool             `json:"env_values_recorded,omitempty" doc:"whether the values are recorded: only when the operator runs with --audit-env-values"`
+	Env               map[string]string `json:"env,omitempty" doc:"the values, when recorded"`
+	Artifacts         []string          `json:"artifacts,omitempty" doc:"the artifact patterns asked for"`
+	Network           string            `json:"network,omitzero" doc:"the network mode (none)"`
+	Limits            *Limits           `json:"limits,omitempty" audit:"required" doc:"the limits decided"`
+	StdinBytes        *int              `json:"stdin_bytes,omitempty" doc:"size of stdin"`
+	Admission         string            `json:"admission,omitzero" doc:"admitted once an exec slot was granted"`
+	Code              string            `json:"code,omitzero" doc:"on refusal: the API error code"`
+	Probe             bool              `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+}
+
+// Step implements Facts.
+func (*Decide) Step() string { return StepDecide }
+
+// Sentences implements Facts.
+func (*Decide) Sentences() []Sentence {
+	return []Sentence{
+		{When: OnlyOK, Text: "Policy accepted it."},
+		{When: OnlyFailed, Text: "Policy refused it ({code})."},
+		{Text: "Runtime {runtime}; code {code_bytes} bytes, sha256 {code_sha256}; stdin {stdin_bytes} bytes; network {network}; session {session}."},
+		{Text: "Files to stage: {file_count} ({file_bytes} bytes); artifact patterns: {artifacts}."},
+		{Text: "Env names: {env_names}; values {env|or:not recorded (--audit-env-values records them)}{env_values_recorded|hide}."},
+		{Text: "Limits decided: {limits}."},
+		{Text: "Exec slot: {admission}; session: {session_id}."},
+		{Text: "A health probe's exec: {probe}."},
+	}
+}
+
+// Prepare is the facts of the prepare step: where the exec runs and what it
+// is held to, written after the workspace is ready and just before the
+// privileged helper is started. A failed prepare has no facts.
+type Prepare struct {
+	Workspace     string  `json:"workspace" audit:"required" doc:"host path of the workspace"`
+	WorkspaceKind string  `json:"workspace_kind" audit:"required" doc:"one-shot or session"`
+	Files         int     `json:"files" doc:"files staged"`
+	FileBytes     int64   `json:"file_bytes" doc:"bytes written beneath the workspace by package workspace: each name resolved by openat2 (RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_XDEV) relative to the workspace's directory fd, or a per-component openat(O_NOFOLLOW) walk where openat2 is missing; not os.Root, which follows symlinks that stay inside the root (workspace/doc.go)"`
+	Stdio         string  `json:"stdio" doc:"pipes"`
+	CgroupMode    string  `json:"cgroup_mode,omitzero" doc:"v2, v1 or none: whether a per-exec cgroup enforces memory, pids and CPU"`
+	Cgroup        string  `json:"cgroup,omitzero" doc:"the same as cgroup_mode, in records written before it was renamed"`
+	Limits        *Limits `json:"limits,omitempty" audit:"required" doc:"the limits as applied: without a cgroup memory_bytes, pids, cpus are 0 (not enforced, not claimed); the exec result's policy.limits"`
+	QuotaBytes    int64   `json:"quota_bytes" doc:"the workspace disk quota"`
+	Probe         bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+}
+
+// Step implements Facts.
+func (*Prepare) Step() string { return StepPrepare }
+
+// Sentences implements Facts.
+func (*Prepare) Sentences() []Sentence {
+	return []Sentence{
+		{Text: "Workspace {workspace} ({workspace_kind}); staged {files} files ({file_bytes} bytes); stdio over {stdio}; cgroup {cgroup_mode/cgroup}."},
+		{Text: "Workspace disk quota {quota_bytes} bytes."},
+		{Text: "Limits as applied: {limits}."},
+		{Text: "A health probe's exec: {probe}."},
+	}
+}
+
+// Usage is the payload's resource use.
+type Usage struct {
+	CPUMS    int64 `json:"cpu_ms"`
+	MaxRSSKB int64 `json:"max_rss_kb"`
+}
+
+// Reap is the facts of the reap step: how the exec ended, written after
+// every process of it is gone and before the answer is sent. An ok reap
+// has the outcome; a failed one (the payload never ran) helper_exit and
+// stderr_head.
+type Reap struct {
+	ExitCode            *int    `json:"exit_code,omitempty" doc:"bwrap's --json-status-fd exit code; null when killed by a signal"`
+	Signal              *string `json:"signal,omitempty" doc:"the signal that ended the payload (128+N from bwrap = signal N); a timeout is SIGKILL by the supervisor"`
+	TimedOut            bool    `json:"timed_out,omitzero" doc:"the supervisor killed it at the timeout"`
+	DurationMS          int64   `json:"duration_ms,omitzero" doc:"wall clock from launch to reap"`
+	Usage               *Usage  `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb from the helper process tree's wait4 rusage"`
+	BwrapChildPID       int     `json:"bwrap_child_pid,omitzero" doc:"the sandbox's pid 1 (bwrap's reaper), host pid"`
+	StdoutBytes         int64   `json:"stdout_bytes,omitzero" doc:"bytes the payload wrote to stdout"`
+	StderrBytes         int64   `json:"stderr_bytes,omitzero" doc:"bytes the payload wrote to stderr"`
+	StdoutTruncated     bool    `json:"stdout_truncated,omitzero" doc:"the output limit cut stdout"`
+	StderrTruncated     bool    `json:"stderr_truncated,omitzero" doc:"the output limit cut stderr"`
+	PIDNamespaceGone    bool    `json:"pid_namespace_gone,omitzero" doc:"the reaper's pidfd became readable: the kernel had killed every process of the pid namespace"`
+	OOMKilled           bool    `json:"oom_killed,omitzero" doc:"the exec's cgroup recorded an OOM kill"`
+	CgroupProcessesLeft int     `json:"cgroup_processes_left,omitzero" doc:"processes left in the exec's cgroup once the sandbox's pid 1 was gone"`
+	QuotaExceeded       bool    `json:"quota_exceeded,omitzero" doc:"the workspace went over its quota (seen by the watcher during the run or the check after it)"`
+	QuotaError          string  `json:"quota_error,omitzero" doc:"the workspace's size could not be measured, which counts as over the quota (fails closed)"`
+	Stopped             string  `json:"stopped,omitzero" doc:"why the supervisor stopped waiting: exited (on its own), timeout, cancelled, quota, permit"`
+	HelperExit          *int    `json:"helper_exit,omitempty" doc:"on failure: the helper's (or bwrap's) exit status"`
+	StderrHead          *string `json:"stderr_head,omitempty" doc:"on failure: the first 512 bytes of the helper's/bwrap's stderr"`
+	Probe               bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+}
+
+// Step implements Facts.
+func (*Reap) Step() string { return StepReap }
+
+// Sentences implements Facts.
+func (*Reap) Sentences() []Sentence {
+	return []Sentence{
+		{When: OnlyOK, Text: "The payload ended: exit code {exit_code}, signal {signal}, timed out: {timed_out}, after {duration_ms} ms; usage {usage}; OOM-killed: {oom_killed}; workspace quota exceeded: {quota_exceeded}."},
+		{When: OnlyOK, Text: "stdout {stdout_bytes} bytes (truncated: {stdout_truncated}), stderr {stderr_bytes} bytes (truncated: {stderr_truncated}); bwrap's child pid {bwrap_child_pid}; pid namespace gone: {pid_namespace_gone}."},
+		{When: OnlyOK, Text: "Processes left in the exec's cgroup once the sandbox's pid 1 was gone: {cgroup_processes_left}."},
+		{Text: "The supervisor stopped waiting because: {stopped}."},
+		{Text: "The workspace's size could not be measured (counted as over the quota): {quota_error}."},
+		{Text: "A health probe's exec: {probe}."},
+		{When: OnlyFailed, Text: "The helper exited {helper_exit}; its stderr began: {stderr_head|q}."},
+	}
+}
+
+// Outcome says how the payload ended, in one phrase.
+func (r *Reap) Outcome() string {
+	var s string
+	switch {
+	case r.TimedOut:
+		s = "timed out and was killed with " + deref(r.Signal)
+	case r.Signal != nil:
+		s = "killed by " + *r.Signal
+	default:
+		s = "exit code " + derefInt(r.ExitCode)
+	}
+	s += " after " + itoa(r.DurationMS) + " ms"
+	if r.Usage != nil {
+		s += " (cpu " + itoa(r.Usage.CPUMS) + " ms, max rss " + itoa(r.Usage.MaxRSSKB) + " KiB)"
+	}
+	if r.OOMKilled {
+		s += "; OOM-killed"
+	}
+	if r.QuotaExceeded {
+		s += "; the workspace quota was exceeded"
+	}
+	return s
+}
+
+// Artifact is one collected file.
+type Artifact struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Artifacts is the facts of the artifacts step, written after the reap when
+// the request asked for artifacts.
+type Artifacts struct {
+	Patterns  []string   `json:"patterns" audit:"always" doc:"the patterns asked for"`
+	Artifacts []Artifact `json:"artifacts" audit:"always" doc:"each file returned"`
+	Truncated bool       `json:"truncated" doc:"the artifact limits cut the list"`
+	Probe     bool       `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+}
+
+// Step implements Facts.
+func (*Artifacts) Step() string { return StepArtifacts }
+
+// Sentences implements Facts.
+func (*Artifacts) Sentences() []Sentence {
+	return []Sentence{
+		{Text: "Artifacts for patterns {patterns} (truncated: {truncated}):{artifacts|files}"},
+		{Text: "A health probe's exec: {probe}."},
+	}
+}
+
+// Interrupted is the facts of an interrupted record: the supervisor that ran
+// the exec stopped (killed or crashed) before it reaped it. Written by the
+// next supervisor right after its start record.
+type Interrupted struct {
+	LastStep        string    `json:"last_step" audit:"always" doc:"the exec's last record before the end"`
+	LastSeq         uint64    `json:"last_seq" audit:"always" doc:"its seq"`
+	AcceptedAt      time.Time `json:"accepted_at" audit:"always" doc:"time of the exec's accept"`
+	FoundAtStartSeq uint64    `json:"found_at_start_seq" audit:"always" doc:"the start record of the supervisor that found it"`
+}
+
+// Step implements Facts.
+func (*Interrupted) Step() string { return StepInterrupted }
+
+// Sentences implements Facts.
+func (*Interrupted) Sentences() []Sentence {
+	return []Sentence{{Text: "Found by the next supervisor at start-up (start record seq {found_at_start_seq}): the last record of the exec was {last_step} (seq {last_seq}), accepted at {accepted_at}."}}
+}
