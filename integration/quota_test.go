@@ -73,7 +73,12 @@ func TestQuotaFailsClosed(t *testing.T) {
 			sess := s.createSession(t, nil)
 			t.Cleanup(func() { s.do("DELETE", "/v1/sessions/"+sess.ID, nil) })
 			req := py(tr.setup + quotaWriter)
-			req["timeout_ms"] = 60000
+			// Generous: making 100,001 entries is 200,000 system calls, and
+			// a loaded 2-core host can take most of a minute for them
+			// before the writer even starts. The watcher stops it long
+			// before this timeout; a timeout here is a failure anyway
+			// (quota_exceeded stays false).
+			req["timeout_ms"] = 240000
 			r := s.sessionExec(t, sess.ID, req)
 			used := workspaceFileBytes(t, in, sess.ID)
 			t.Logf("%s: quota_exceeded %v, signal %v, %d ms, %d bytes of files left (quota %d)", tr.name, r.QuotaExceeded, deref(r.Signal), r.DurationMS, used, quotaBytes)
