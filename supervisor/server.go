@@ -70,7 +70,7 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 		version:       version,
 		selfUID:       os.Getuid(),
 		metrics:       newMetrics(sink),
-		gate:          admission.New(cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs),
+		gate:          admission.New(cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs, cfg.QueueShare()),
 		shutdownGrace: defaultShutdownGrace,
 		killGrace:     defaultKillGrace,
 	}
