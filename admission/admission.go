@@ -44,7 +44,7 @@ type Gate struct {
 	mu        sync.Mutex
 	max       int
 	maxQueued int
-	share     int // waiting execs of one uid, at most
+	share     int               // waiting execs of one uid, at most
 	running   map[int]int       // slots held, by uid
 	total     int               // slots held in all
 	waiting   map[int][]*waiter // FIFO per uid

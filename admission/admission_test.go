@@ -231,7 +231,7 @@ func TestAdmissionRules(t *testing.T) {
 		{name: "equal queues displace nobody", max: 1, maxQueued: 2, share: 2,
 			steps: []step{{1, ran}, {2, queued}, {3, queued}, {4, queueFull}, {2, queueFull}}},
 		{name: "a caller one longer than the newcomer keeps its place", max: 1, maxQueued: 3, share: 3,
-			steps: []step{{1, ran}, {2, queued}, {2, queued}, {3, queued}, {3, queueFull}, {4, queued}},
+			steps:     []step{{1, ran}, {2, queued}, {2, queued}, {3, queued}, {3, queueFull}, {4, queued}},
 			displaced: []int{2}},
 		{name: "no queue at all", max: 1, maxQueued: 0, share: 0,
 			steps: []step{{1, ran}, {2, queueFull}}},

@@ -51,9 +51,9 @@ const (
 	DefaultMaxConnectionsPerCaller = 32
 	// DefaultCallerBodyBudget lets one caller have two maximal bodies
 	// (8 MiB each) in memory at once; a third waits for its turn with a 429.
-	DefaultCallerBodyBudget        = 2 * DefaultMaxBodyBytes
-	DefaultArchiveRetention        = 30 * 24 * time.Hour
-	DefaultArchiveCallerMaxBytes   = 1 << 30
+	DefaultCallerBodyBudget      = 2 * DefaultMaxBodyBytes
+	DefaultArchiveRetention      = 30 * 24 * time.Hour
+	DefaultArchiveCallerMaxBytes = 1 << 30
 )
 
 // Hard bounds that Validate enforces on the operator's settings. They are
