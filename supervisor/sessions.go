@@ -70,6 +70,7 @@ var (
 type SessionConfig struct {
 	StateDir        string // sessions live in StateDir/sessions, workspaces in StateDir/workspaces
 	MaxSessions     int
+	MaxPerCaller    int   // sessions one uid may hold (I11); 0: no per-caller bound
 	TTLDefault      int64 // seconds
 	TTLCap          int64
 	QuotaBytes      int64
@@ -258,6 +259,12 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 		st.mu.Unlock()
 		return nil, ErrTooManySessions
 	}
+	if n := st.ownedLocked(caller.UID); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
+		st.mu.Unlock()
+		// Wrapped, so the handlers answer it like the global cap: 429
+		// with Retry-After.
+		return nil, fmt.Errorf("uid %d holds %d sessions, its share (--max-sessions-per-caller): %w", caller.UID, n, ErrTooManySessions)
+	}
 	st.sessions[s.ID] = s // reserve the slot
 	st.mu.Unlock()
 	fail := func(err error) (*Session, error) {
@@ -295,6 +302,17 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 	facts["restored"] = s.Restored
 	st.audit("session.create", s, caller, true, "", facts)
 	return s, nil
+}
+
+// ownedLocked counts the sessions of uid; st.mu is held.
+func (st *SessionStore) ownedLocked(uid int) int {
+	n := 0
+	for _, s := range st.sessions {
+		if s.OwnerUID == uid {
+			n++
+		}
+	}
+	return n
 }
 
 // visible reports whether caller may see s.
