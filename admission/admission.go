@@ -133,21 +133,26 @@ func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 	}
 }
 
-// Admissible reports whether an exec of uid would be taken now (run or
-// queued, possibly displacing another caller's); false means Acquire would
-// refuse it at once. The server asks before it reads a request's body, so
-// a caller over its share costs no memory; the answer may be stale by the
-// time Acquire runs, which decides for itself.
-func (g *Gate) Admissible(uid int) bool {
+// Check reports whether an exec of uid would be taken now (run or queued,
+// possibly displacing another caller's): nil, or the ErrShareFull or
+// ErrQueueFull that Acquire would answer at once. The server asks before it
+// reads a request's body, so a caller over its share costs no memory; the
+// answer may be stale by the time Acquire runs, which decides for itself.
+func (g *Gate) Check(uid int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiting[uid]) == 0 && g.canRun(uid) && !g.othersServable(uid) {
-		return true
+		return nil
 	}
-	if len(g.waiting[uid]) >= g.share {
-		return false
+	switch {
+	case g.maxQueued == 0:
+		return ErrQueueFull
+	case len(g.waiting[uid]) >= g.share:
+		return ErrShareFull
+	case g.queued < g.maxQueued || g.longest(uid) >= 0:
+		return nil
 	}
-	return g.queued < g.maxQueued || g.longest(uid) >= 0
+	return ErrQueueFull
 }
 
 // makeRoom checks that uid may add a waiter, displacing the newest waiter

@@ -240,13 +240,14 @@ func TestAdmissionRules(t *testing.T) {
 			g := New(tc.max, tc.maxQueued, tc.share)
 			waiters := map[int]*pending{}
 			for i, st := range tc.steps {
-				admissible := g.Admissible(st.uid)
+				checked := g.Check(st.uid)
 				got, p := try(t, g, st.uid)
 				if got != st.want {
 					t.Fatalf("step %d (uid %d): %s, want %s (stats %+v)", i, st.uid, got, st.want, g.Stats())
 				}
-				if wantAdm := st.want == ran || st.want == queued; admissible != wantAdm {
-					t.Errorf("step %d (uid %d): Admissible = %v before an Acquire that got %s", i, st.uid, admissible, got)
+				wantCheck := map[string]error{ran: nil, queued: nil, shareFull: ErrShareFull, queueFull: ErrQueueFull}[st.want]
+				if checked != wantCheck {
+					t.Errorf("step %d (uid %d): Check = %v before an Acquire that got %s", i, st.uid, checked, got)
 				}
 				if p != nil {
 					waiters[i] = p
