@@ -306,3 +306,84 @@ func (l *callerLimits) inFlight(uid int) int64 {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestArchiveBudgetAndRetention: a caller's archives stay within its
+// budget (oldest removed first, audited), and archives past the retention
+// are removed (audited), another caller's recent ones kept.
+func TestArchiveBudgetAndRetention(t *testing.T) {
+	now := time.Now()
+	sink := &lockedSink{}
+	archives := t.TempDir()
+	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+		QuotaBytes: 1 << 20, ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, ArchiveCallerMaxBytes: 30 << 10,
+		ArchiveRetention: 30 * 24 * time.Hour, SelfUID: os.Getuid(), Sink: sink, Log: discardLog(),
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := func(c Caller, key string) {
+		t.Helper()
+		s, err := st.Create(c, nil, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(st.WorkspaceDir(s)+"/data", make([]byte, 10<<10), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Delete(s.ID, c, "delete"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // distinct modification times
+	}
+	hostile, other := Caller{UID: 1001}, Caller{UID: 1002}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		archive(hostile, k)
+	}
+	archive(other, "x")
+	count := func(uid int) (n int, bytes int64) {
+		ents, _ := os.ReadDir(fmt.Sprintf("%s/u%d", archives, uid))
+		for _, e := range ents {
+			fi, _ := e.Info()
+			n++
+			bytes += fi.Size()
+		}
+		return n, bytes
+	}
+	if n, b := count(1001); b > 30<<10 || n != 2 {
+		t.Fatalf("uid 1001 keeps %d archives, %d bytes; want the 2 newest within 30 KiB", n, b)
+	}
+	pA, _ := st.archivePath(1001, "a")
+	pD, _ := st.archivePath(1001, "d")
+	if exists(pA) || !exists(pD) {
+		t.Fatalf("oldest-first: a kept %v, d kept %v", exists(pA), exists(pD))
+	}
+	if n, _ := count(1002); n != 1 {
+		t.Fatalf("another caller's archive was touched: %d left", n)
+	}
+	if got := sink.steps("session.archive_removed"); got != 2 {
+		t.Fatalf("%d archive removals audited; want 2", got)
+	}
+
+	// 31 days later: everything has expired.
+	now = now.Add(31 * 24 * time.Hour)
+	if n := st.ExpireArchives(); n != 3 {
+		t.Fatalf("expired %d archives; want 3", n)
+	}
+	if got := sink.steps("archive.expire"); got != 3 {
+		t.Fatalf("%d expiries audited; want 3", got)
+	}
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+func (s *lockedSink) steps(step string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.recs {
+		if r.Step == step {
+			n++
+		}
+	}
+	return n
+}
