@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 )
 
@@ -239,7 +240,7 @@ func (s *Server) queueRefusal(caller Caller, err error) *APIError {
 func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller Caller, e *APIError) {
 	execID := newExecID()
 	if strings.HasSuffix(r.URL.Path, "/exec") {
-		w.Header().Set(ExecIDHeader, execID)
+		w.Header().Set(api.ExecIDHeader, execID)
 		s.metrics.exec(OutcomeRefused)
 		s.metrics.refuse(e.Code)
 	}

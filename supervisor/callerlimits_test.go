@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 )
 
@@ -171,8 +172,8 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer from the request head: %v", err)
 	}
-	if resp.StatusCode != 429 || resp.Header.Get(ExecIDHeader) == "" {
-		t.Fatalf("%d (exec id %q), want 429 with an exec id", resp.StatusCode, resp.Header.Get(ExecIDHeader))
+	if resp.StatusCode != 429 || resp.Header.Get(api.ExecIDHeader) == "" {
+		t.Fatalf("%d (exec id %q), want 429 with an exec id", resp.StatusCode, resp.Header.Get(api.ExecIDHeader))
 	}
 }
 
