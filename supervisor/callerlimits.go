@@ -191,11 +191,12 @@ func (l *callerLimits) writeMetrics(w http.ResponseWriter) {
 
 // limitBodies guards the requests whose bodies are read into memory (every
 // POST: execs and session creation). Before a byte of the body is read it
-// takes the caller's budget for it — the Content-Length, or the maximum
-// body when the length is unknown — and, for an exec, asks the gate whether
-// the caller could run or wait at all; either refusal is a 429 that cost
-// the supervisor no memory. Uploads (PUT) stream to disk and are bounded by
-// the workspace quota instead.
+// asks the gate, for an exec, whether the caller could run or wait at all,
+// then takes the caller's budget for the body — the Content-Length, or the
+// maximum body when the length is unknown — until the request is answered
+// (an exec's decoded request stays in memory while it runs). Either
+// refusal is a 429 that cost the supervisor no memory. Uploads (PUT) stream
+// to disk and are bounded by the workspace quota instead.
 func (s *Server) limitBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
