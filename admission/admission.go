@@ -27,17 +27,18 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"sync"
+
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // ErrQueueFull is returned at once when MaxQueued execs already wait and
 // none can make room, and to a waiting exec a newcomer displaced.
-var ErrQueueFull = errors.New("the exec queue is full")
+var ErrQueueFull error = errdefs.New(errdefs.ErrResourceExhausted, "the exec queue is full", "", nil)
 
 // ErrShareFull is returned at once when the caller already has its share of
 // the queue waiting.
-var ErrShareFull = errors.New("the caller's share of the exec queue is full")
+var ErrShareFull error = errdefs.New(errdefs.ErrResourceExhausted, "the caller's share of the exec queue is full", "", nil)
 
 // Gate admits execs.
 type Gate struct {

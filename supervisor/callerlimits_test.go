@@ -265,8 +265,8 @@ func TestSessionShare(t *testing.T) {
 	if !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "its share") {
 		t.Fatalf("a third session of one caller: %v", err)
 	}
-	if e := sessionError(err); e.Status != 429 || e.RetryAfter < 1 {
-		t.Fatalf("answered %d Retry-After %d; want 429 with Retry-After", e.Status, e.RetryAfter)
+	if e := toAPI(err); e.Status != 429 || e.RetryAfter < 1 || !strings.Contains(e.Message, "its share") {
+		t.Fatalf("answered %d Retry-After %d %q; want 429 with Retry-After naming the share", e.Status, e.RetryAfter, e.Message)
 	}
 	if _, err := st.Create(other, nil, ""); err != nil {
 		t.Fatalf("another caller is locked out: %v", err)

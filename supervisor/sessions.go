@@ -274,9 +274,11 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 	}
 	if n := st.ownedLocked(caller.UID); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
 		st.mu.Unlock()
-		// Wrapped, so the handlers answer it like the global cap: 429
-		// with Retry-After.
-		return nil, fmt.Errorf("uid %d holds %d sessions, its share (--max-sessions-per-caller): %w", caller.UID, n, ErrTooManySessions)
+		// Class ResourceExhausted, as the global cap: 429 with
+		// Retry-After; errors.Is(err, ErrTooManySessions) holds too.
+		return nil, errdefs.New(errdefs.ErrResourceExhausted,
+			fmt.Sprintf("uid %d holds %d sessions, its share (--max-sessions-per-caller); delete one or retry later", caller.UID, n),
+			"", ErrTooManySessions)
 	}
 	st.sessions[s.ID] = s // reserve the slot
 	st.mu.Unlock()
