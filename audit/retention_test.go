@@ -134,7 +134,7 @@ func TestRefusalLimiter(t *testing.T) {
 	if n := len(sink.Records); n != 4 {
 		t.Fatalf("records written: %d", n)
 	}
-	if got := sink.Records[2].Facts["refusals_suppressed"]; got != 2 {
+	if got := sink.Records[2].FactMap()["refusals_suppressed"]; got != 2 {
 		t.Fatalf("the next record of uid 1 carries refusals_suppressed=%v, want 2", got)
 	}
 	// A burst: 1000 refusals within one interval cost one record, then one
@@ -160,7 +160,7 @@ func TestRefusalLimiter(t *testing.T) {
 		t.Fatalf("1000 refusals wrote %d records; want 2 (one, then the aggregate)", len(sink.Records))
 	}
 	agg := sink.Records[1]
-	if agg.ExecID != "agg" || agg.OK || agg.CallerUID != 7 || agg.Facts["refusals_suppressed"] != 999 || agg.Facts["aggregate"] != true {
+	if agg.ExecID != "agg" || agg.OK || agg.CallerUID != 7 || agg.FactMap()["refusals_suppressed"] != 999 || agg.FactMap()["aggregate"] != true {
 		t.Fatalf("aggregate record: %+v", agg)
 	}
 }

@@ -327,7 +327,7 @@ func (v *verifier) pruned(r Record) {
 	if v.pendingMissing == nil || r.Step != StepPrune {
 		return
 	}
-	deleted, _ := r.Facts["deleted"].([]any)
+	deleted, _ := r.FactMap()["deleted"].([]any)
 	for _, d := range deleted {
 		if d == v.missingName {
 			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s and the files before it were deleted by audit retention (prune record seq %d); verification starts at %s",

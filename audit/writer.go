@@ -786,7 +786,7 @@ func (l *RefusalLimiter) Write(key int, r Record) (written bool, err error) {
 	l.keys[key] = &refusalWindow{start: now}
 	l.mu.Unlock()
 	if held > 0 {
-		r.Facts = withFact(r.Facts, "refusals_suppressed", held)
+		r.Facts = withFact(r.FactMap(), "refusals_suppressed", held)
 	}
 	if err := l.sink.Write(r); err != nil {
 		return false, fmt.Errorf("refusal record for %d: %w", key, err)
@@ -810,7 +810,16 @@ func (l *RefusalLimiter) Flush(all bool, newID func() string) error {
 			r := w.last
 			r.ExecID, r.Time, r.OK = newID(), time.Time{}, false
 			r.Error = fmt.Sprintf("%d refused requests of this caller, not recorded one by one (at most one refusal record per caller per %s)", w.suppressed, l.interval)
-			r.Facts = withFact(map[string]any{"aggregate": true, "since": w.start.UTC()}, "refusals_suppressed", w.suppressed)
+			agg := map[string]any{"aggregate": true, "since": w.start.UTC()}
+			// The facts every record of the step carries (method and
+			// path of an accept), from the last refusal it stands for.
+			last := w.last.FactMap()
+			for _, k := range []string{"method", "path"} {
+				if v, ok := last[k]; ok {
+					agg[k] = v
+				}
+			}
+			r.Facts = withFact(agg, "refusals_suppressed", w.suppressed)
 			out = append(out, r)
 		}
 		delete(l.keys, key)

@@ -274,6 +274,11 @@ func TestI11NoCallerStarvesAnother(t *testing.T) {
 		t.Errorf("the audit log accounts for %d of the hostile caller's %d refusals:\n%s", accounted, want, strings.Join(seen, "\n"))
 		t.Logf("supervisor log:\n%s", s.logs)
 	}
+	// The aggregated refusal records are as the schema says, and the chain
+	// verifies.
+	if out, code := sandboxctlAudit(t, in, "verify", "--json", s.audit); code != 0 {
+		t.Errorf("sandboxctl audit verify exited %d:\n%s", code, out)
+	}
 	if total := time.Since(begin); total > 60*time.Second {
 		t.Errorf("the test took %v; it must stay under 60 s", total)
 	}

@@ -305,5 +305,7 @@ func (s *Server) startRefusalFlusher() (stop func()) {
 
 // connRefused audits a connection refused at accept.
 func (s *Server) connRefused(c Caller, reason, msg string) {
-	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), map[string]any{"connection_refused": reason}))
+	// Method and path are empty: no request was read.
+	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), map[string]any{
+		"method": "", "path": "", "connection_refused": reason}))
 }

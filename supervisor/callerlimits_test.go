@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // rawRequest opens a connection and sends a request head (and no body,
@@ -210,6 +211,14 @@ func TestRefusalsAuditedAtMostOncePerSecond(t *testing.T) {
 	if _, total := sink.earlyRefusals(); total != burst {
 		t.Fatalf("the chain accounts for %d refusals; want %d", total, burst)
 	}
+	// Every record, the aggregate included, is as the schema says.
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, r := range sink.recs {
+		if _, err := r.DecodeFacts(); err != nil && !errors.Is(err, facts.ErrUntyped) {
+			t.Errorf("%s record %+v: %v", r.Step, r.Facts, err)
+		}
+	}
 }
 
 // lockedSink keeps records under a lock, so the test may read them while
@@ -232,15 +241,16 @@ func (s *lockedSink) earlyRefusals() (records, refusals int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.recs {
-		agg := r.Facts["aggregate"] == true
-		if r.Step != audit.StepAccept || r.OK || (r.Facts["body_read"] != false && !agg) {
+		f := r.FactMap()
+		agg := f["aggregate"] == true
+		if r.Step != audit.StepAccept || r.OK || (f["body_read"] != false && !agg) {
 			continue
 		}
 		if !agg {
 			records++
 			refusals++
 		}
-		if n, ok := r.Facts["refusals_suppressed"].(int); ok {
+		if n, ok := f["refusals_suppressed"].(int); ok {
 			refusals += n
 		}
 	}
