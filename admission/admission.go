@@ -1,12 +1,25 @@
 // Package admission decides when an exec may run: at most Max at once, at
-// most MaxQueued waiting, and no caller able to starve another.
+// most MaxQueued waiting, and no caller able to starve another (DESIGN.md
+// I11).
 //
-// The fairness rule: one caller (peer uid) never holds more than Max-1 slots
-// (with Max > 1), so a slot is always left for somebody else, who gets it
-// at once; and freed slots go to waiting callers in round-robin order of
-// uid, FIFO within a uid, so a caller with a long queue cannot starve one
-// with a single exec. The price: a deployment with a single caller uses at
-// most Max-1 slots (raise --max-concurrent-execs by one for it).
+// The fairness rules, each a property a test in this package checks:
+//
+//   - Running: one caller (peer uid) never holds more than Max-1 slots
+//     (with Max > 1), so a slot is always left for somebody else, who gets
+//     it at once. The price: a deployment with a single caller uses at most
+//     Max-1 slots (raise --max-concurrent-execs by one for it).
+//   - Order: freed slots go to waiting callers in round-robin order of uid,
+//     FIFO within a uid, so a caller with a long queue cannot starve one
+//     with a single exec.
+//   - Queue share: one caller has at most Share execs waiting; beyond it
+//     ErrShareFull at once, whatever room the queue has.
+//   - Room for newcomers: when the queue is full, a caller with fewer
+//     waiting execs than the longest queue takes the newest waiting exec
+//     of that longest queue's place (that exec gets ErrQueueFull, the same
+//     answer it would have had arriving a moment later). So a new caller
+//     always finds room while another caller has two or more waiting; only
+//     when MaxQueued distinct callers wait with one exec each is the queue
+//     full for everyone.
 //
 // It owns only counting and ordering; it must never run, kill or time out
 // an exec itself (the caller's context says how long it may wait).
@@ -14,18 +27,25 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"sync"
+
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// ErrQueueFull is returned at once when MaxQueued callers already wait.
-var ErrQueueFull = errors.New("the exec queue is full")
+// ErrQueueFull is returned at once when MaxQueued execs already wait and
+// none can make room, and to a waiting exec a newcomer displaced.
+var ErrQueueFull error = errdefs.New(errdefs.ErrResourceExhausted, "the exec queue is full", "", nil)
+
+// ErrShareFull is returned at once when the caller already has its share of
+// the queue waiting.
+var ErrShareFull error = errdefs.New(errdefs.ErrResourceExhausted, "the caller's share of the exec queue is full", "", nil)
 
 // Gate admits execs.
 type Gate struct {
 	mu        sync.Mutex
 	max       int
 	maxQueued int
+	share     int               // waiting execs of one uid, at most
 	running   map[int]int       // slots held, by uid
 	total     int               // slots held in all
 	waiting   map[int][]*waiter // FIFO per uid
@@ -35,20 +55,25 @@ type Gate struct {
 }
 
 type waiter struct {
-	uid     int
-	granted chan struct{}
-	done    bool // granted or given up; guarded by Gate.mu
+	uid  int
+	wake chan struct{} // closed when granted or displaced
+	err  error         // nil: granted; ErrQueueFull: displaced
+	done bool          // granted, displaced or given up; guarded by Gate.mu
 }
 
-// New returns a gate for max concurrent execs and maxQueued waiting ones.
-func New(max, maxQueued int) *Gate {
+// New returns a gate for max concurrent execs and maxQueued waiting ones,
+// of which one caller may have at most share (clamped to 1..maxQueued).
+func New(max, maxQueued, share int) *Gate {
 	if max < 1 {
 		max = 1
 	}
 	if maxQueued < 0 {
 		maxQueued = 0
 	}
-	return &Gate{max: max, maxQueued: maxQueued, running: map[int]int{}, waiting: map[int][]*waiter{}}
+	if share < 1 || share > maxQueued {
+		share = maxQueued
+	}
+	return &Gate{max: max, maxQueued: maxQueued, share: share, running: map[int]int{}, waiting: map[int][]*waiter{}}
 }
 
 // Stats is a snapshot for metrics and tests.
@@ -64,8 +89,9 @@ func (g *Gate) Stats() Stats {
 }
 
 // Acquire waits for a slot for uid until ctx is done. It returns a release
-// function (idempotent) on success, ErrQueueFull when the queue is full, or
-// ctx's error when the caller gave up waiting.
+// function (idempotent) on success; ErrShareFull or ErrQueueFull at once
+// when uid may not wait (or later, ErrQueueFull, when a newcomer displaced
+// it); or ctx's error when the caller gave up waiting.
 func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 	g.mu.Lock()
 	if len(g.waiting[uid]) == 0 && g.canRun(uid) && !g.othersServable(uid) {
@@ -73,11 +99,11 @@ func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 		g.mu.Unlock()
 		return g.releaser(uid), nil
 	}
-	if g.queued >= g.maxQueued {
+	if err := g.makeRoom(uid); err != nil {
 		g.mu.Unlock()
-		return nil, ErrQueueFull
+		return nil, err
 	}
-	w := &waiter{uid: uid, granted: make(chan struct{})}
+	w := &waiter{uid: uid, wake: make(chan struct{})}
 	if len(g.waiting[uid]) == 0 {
 		g.ring = append(g.ring, uid)
 	}
@@ -87,13 +113,18 @@ func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 	g.mu.Unlock()
 
 	select {
-	case <-w.granted:
+	case <-w.wake:
+		if w.err != nil {
+			return nil, w.err
+		}
 		return g.releaser(uid), nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if w.done { // granted while we gave up: hand the slot on
-			g.releaseLocked(uid)
+		if w.done {
+			if w.err == nil { // granted while we gave up: hand the slot on
+				g.releaseLocked(uid)
+			}
 			return nil, ctx.Err()
 		}
 		w.done = true
@@ -101,6 +132,68 @@ func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 		g.dispatch()
 		return nil, ctx.Err()
 	}
+}
+
+// Check reports whether an exec of uid would be taken now (run or queued,
+// possibly displacing another caller's): nil, or the ErrShareFull or
+// ErrQueueFull that Acquire would answer at once. The server asks before it
+// reads a request's body, so a caller over its share costs no memory; the
+// answer may be stale by the time Acquire runs, which decides for itself.
+func (g *Gate) Check(uid int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiting[uid]) == 0 && g.canRun(uid) && !g.othersServable(uid) {
+		return nil
+	}
+	switch {
+	case g.maxQueued == 0:
+		return ErrQueueFull
+	case len(g.waiting[uid]) >= g.share:
+		return ErrShareFull
+	case g.queued < g.maxQueued || g.longest(uid) >= 0:
+		return nil
+	}
+	return ErrQueueFull
+}
+
+// makeRoom checks that uid may add a waiter, displacing the newest waiter
+// of the longest queue when the queue is full and uid's is shorter.
+func (g *Gate) makeRoom(uid int) error {
+	if g.maxQueued == 0 {
+		return ErrQueueFull
+	}
+	if len(g.waiting[uid]) >= g.share {
+		return ErrShareFull
+	}
+	if g.queued < g.maxQueued {
+		return nil
+	}
+	v := g.longest(uid)
+	if v < 0 {
+		return ErrQueueFull
+	}
+	ws := g.waiting[v]
+	w := ws[len(ws)-1]
+	w.done, w.err = true, ErrQueueFull
+	g.removeWaiter(w)
+	close(w.wake)
+	return nil
+}
+
+// longest returns the uid with the most waiters, if it has at least two
+// more than uid (so taking one of its places leaves it no shorter than
+// uid's queue), or -1. Ties go to the uid that is later in the ring, which
+// queued most recently.
+func (g *Gate) longest(uid int) int {
+	best, n := -1, len(g.waiting[uid])+1
+	for _, u := range g.ring {
+		if u != uid && len(g.waiting[u]) > n {
+			best, n = u, len(g.waiting[u])
+		} else if u != uid && best >= 0 && len(g.waiting[u]) == n {
+			best = u
+		}
+	}
+	return best
 }
 
 // canRun reports whether uid may take a slot now.
@@ -145,7 +238,7 @@ func (g *Gate) dispatch() {
 			g.queued--
 			w.done = true
 			g.grant(uid)
-			close(w.granted)
+			close(w.wake)
 			if len(g.waiting[uid]) == 0 {
 				delete(g.waiting, uid)
 				g.ring = append(g.ring[:idx], g.ring[idx+1:]...)

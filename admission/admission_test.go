@@ -20,7 +20,7 @@ func acquireNow(t *testing.T, g *Gate, uid int) func() {
 }
 
 func TestOneCallerCannotHoldEverySlot(t *testing.T) {
-	g := New(4, 16)
+	g := New(4, 16, 0)
 	var rels []func()
 	for i := 0; i < 3; i++ {
 		rels = append(rels, acquireNow(t, g, 1000))
@@ -45,7 +45,7 @@ func TestOneCallerCannotHoldEverySlot(t *testing.T) {
 }
 
 func TestQueueFullAnswersAtOnce(t *testing.T) {
-	g := New(1, 1)
+	g := New(1, 1, 0)
 	rel := acquireNow(t, g, 1)
 	go func() { _, _ = g.Acquire(context.Background(), 2) }() // fills the queue
 	deadline := time.Now().Add(time.Second)
@@ -63,7 +63,7 @@ func TestQueueFullAnswersAtOnce(t *testing.T) {
 }
 
 func TestRoundRobinAcrossCallers(t *testing.T) {
-	g := New(2, 64) // one slot per caller at most
+	g := New(2, 64, 0) // one slot per caller at most
 	first := acquireNow(t, g, 1)
 	var mu sync.Mutex
 	var order []int
@@ -111,7 +111,7 @@ func TestRoundRobinAcrossCallers(t *testing.T) {
 }
 
 func TestGivingUpFreesTheQueue(t *testing.T) {
-	g := New(1, 4)
+	g := New(1, 4, 0)
 	rel := acquireNow(t, g, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -126,7 +126,7 @@ func TestGivingUpFreesTheQueue(t *testing.T) {
 }
 
 func TestSingleSlotIsShared(t *testing.T) {
-	g := New(1, 4)
+	g := New(1, 4, 0)
 	rel := acquireNow(t, g, 1)
 	done := make(chan struct{})
 	go func() {
@@ -143,4 +143,188 @@ func TestSingleSlotIsShared(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("the waiter never got the freed slot")
 	}
+}
+
+// outcome of one Acquire in the table tests.
+const (
+	ran       = "run"
+	queued    = "queued"
+	shareFull = "share full"
+	queueFull = "queue full"
+)
+
+type pending struct {
+	res    chan error
+	cancel context.CancelFunc
+}
+
+// try calls Acquire for uid and reports what happened at once: it ran, it
+// is waiting, or it was refused (and how). A waiting call is returned so
+// the test can see later whether it was displaced.
+func try(t *testing.T, g *Gate, uid int) (string, *pending) {
+	t.Helper()
+	before := g.waitingOf(uid)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pending{res: make(chan error, 1), cancel: cancel}
+	go func() {
+		rel, err := g.Acquire(ctx, uid)
+		if err == nil {
+			_ = rel // held until the test ends: the gate's state is what it checks
+		}
+		p.res <- err
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-p.res:
+			cancel()
+			switch {
+			case err == nil:
+				return ran, nil
+			case errors.Is(err, ErrShareFull):
+				return shareFull, nil
+			case errors.Is(err, ErrQueueFull):
+				return queueFull, nil
+			}
+			t.Fatalf("uid %d: unexpected %v", uid, err)
+		default:
+		}
+		if g.waitingOf(uid) > before {
+			return queued, p
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("uid %d: Acquire neither returned nor queued (stats %+v)", uid, g.Stats())
+	return "", nil
+}
+
+// waitingOf is the number of uid's waiting execs.
+func (g *Gate) waitingOf(uid int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiting[uid])
+}
+
+// TestAdmissionRules walks the gate through one sequence of Acquire calls
+// per rule of the package doc and checks each answer, the Admissible
+// prediction before it, and which waiters a newcomer displaced.
+func TestAdmissionRules(t *testing.T) {
+	type step struct {
+		uid  int
+		want string
+	}
+	for _, tc := range []struct {
+		name                  string
+		max, maxQueued, share int
+		steps                 []step
+		displaced             []int // indices of steps whose waiter was displaced
+	}{
+		{name: "one caller keeps a running slot free for another", max: 2, maxQueued: 4, share: 4,
+			steps: []step{{1, ran}, {1, queued}, {2, ran}}},
+		{name: "a caller's queue share is bounded", max: 2, maxQueued: 8, share: 2,
+			steps: []step{{1, ran}, {1, queued}, {1, queued}, {1, shareFull}, {2, ran}, {2, queued}}},
+		{name: "the share bound holds even with room in the queue", max: 1, maxQueued: 16, share: 1,
+			steps: []step{{1, ran}, {1, queued}, {1, shareFull}, {2, queued}, {2, shareFull}, {3, queued}}},
+		{name: "a newcomer displaces the newest waiter of the longest queue", max: 1, maxQueued: 3, share: 3,
+			steps:     []step{{1, ran}, {1, queued}, {1, queued}, {1, queued}, {2, queued}, {3, queued}, {4, queueFull}},
+			displaced: []int{3, 2}},
+		{name: "equal queues displace nobody", max: 1, maxQueued: 2, share: 2,
+			steps: []step{{1, ran}, {2, queued}, {3, queued}, {4, queueFull}, {2, queueFull}}},
+		{name: "a caller one longer than the newcomer keeps its place", max: 1, maxQueued: 3, share: 3,
+			steps:     []step{{1, ran}, {2, queued}, {2, queued}, {3, queued}, {3, queueFull}, {4, queued}},
+			displaced: []int{2}},
+		{name: "no queue at all", max: 1, maxQueued: 0, share: 0,
+			steps: []step{{1, ran}, {2, queueFull}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(tc.max, tc.maxQueued, tc.share)
+			waiters := map[int]*pending{}
+			for i, st := range tc.steps {
+				checked := g.Check(st.uid)
+				got, p := try(t, g, st.uid)
+				if got != st.want {
+					t.Fatalf("step %d (uid %d): %s, want %s (stats %+v)", i, st.uid, got, st.want, g.Stats())
+				}
+				wantCheck := map[string]error{ran: nil, queued: nil, shareFull: ErrShareFull, queueFull: ErrQueueFull}[st.want]
+				if checked != wantCheck {
+					t.Errorf("step %d (uid %d): Check = %v before an Acquire that got %s", i, st.uid, checked, got)
+				}
+				if p != nil {
+					waiters[i] = p
+					defer p.cancel()
+				}
+			}
+			want := map[int]bool{}
+			for _, i := range tc.displaced {
+				want[i] = true
+			}
+			for i, p := range waiters {
+				select {
+				case err := <-p.res:
+					if !want[i] || !errors.Is(err, ErrQueueFull) {
+						t.Errorf("step %d: waiter ended with %v; displaced expected: %v", i, err, want[i])
+					}
+				default:
+					if want[i] {
+						t.Errorf("step %d: waiter still waits; want it displaced", i)
+					}
+				}
+			}
+			if s := g.Stats(); s.Queued > tc.maxQueued {
+				t.Errorf("queue holds %d, above its bound %d", s.Queued, tc.maxQueued)
+			}
+		})
+	}
+}
+
+// TestNewCallerFindsRoom is the I11 property: whatever one caller does
+// with the queue, a second caller's exec is queued and then run.
+func TestNewCallerFindsRoom(t *testing.T) {
+	g := New(2, 16, 16)
+	hold := acquireNow(t, g, 1) // uid 1 holds its max-1 running slot
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ { // far more than the queue holds
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rel, err := g.Acquire(ctx, 1); err == nil {
+				<-ctx.Done()
+				rel()
+			}
+		}()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for g.Stats().Queued < 16 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := g.Stats(); s.Queued != 16 {
+		t.Fatalf("uid 1 should have filled the queue: %+v", s)
+	}
+	// uid 2 gets the slot uid 1 may not take, at once.
+	rel2 := acquireNow(t, g, 2)
+	// A third caller is queued (displacing one of uid 1's) and runs when
+	// uid 2's exec ends, before every one of uid 1's.
+	got := make(chan error, 1)
+	go func() {
+		rel, err := g.Acquire(context.Background(), 3)
+		if err == nil {
+			rel()
+		}
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	rel2()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("uid 3: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("uid 3 never ran")
+	}
+	hold()
+	cancel()
+	wg.Wait()
 }

@@ -58,6 +58,10 @@ const (
 	StepStop = "stop"
 	// StepRotate is the last record of a file that was rotated away.
 	StepRotate = "rotate"
+	// StepPrune names the rotated files audit retention is about to delete
+	// (facts.deleted); it is durable before they go, so verify can tell a
+	// pruned predecessor from a removed one.
+	StepPrune = "prune"
 	// StepInterrupted closes an exec whose supervisor stopped before the
 	// exec was reaped (found when the next supervisor opens the log).
 	StepInterrupted = facts.StepInterrupted
@@ -161,7 +165,7 @@ func Terminal(r Record) bool {
 // itself rather than an exec.
 func IsLogRecord(step string) bool {
 	switch step {
-	case StepHeader, StepStart, StepStop, StepRotate:
+	case StepHeader, StepStart, StepStop, StepRotate, StepPrune:
 		return true
 	}
 	return false

@@ -289,6 +289,11 @@ type verifier struct {
 	last    position // the last record that verified
 	before  position // the one before it
 	open    map[string]*OpenExec
+	// pendingMissing is the missing-file break of a chain whose oldest
+	// file links to missingName, reported at the end unless a prune record
+	// names that file.
+	pendingMissing *Break
+	missingName    string
 	// The head file of the chain's last file, read before that file.
 	head        *head
 	headErr     error
@@ -306,6 +311,28 @@ func (v *verifier) brk(file string, line int, off int64, kind, format string, ar
 func (v *verifier) run(files []string, missing string) {
 	for i, name := range files {
 		if !v.file(name, i, files, missing) {
+			return
+		}
+	}
+	if v.pendingMissing != nil {
+		v.rep.Break = v.pendingMissing
+	}
+}
+
+// pruned clears the pending missing-file break when r, a verified prune
+// record, names the missing predecessor among the files audit retention
+// deleted: the gap is then the writer's own, stated in the chain before
+// the files went.
+func (v *verifier) pruned(r Record) {
+	if v.pendingMissing == nil || r.Step != StepPrune {
+		return
+	}
+	deleted, _ := r.FactMap()["deleted"].([]any)
+	for _, d := range deleted {
+		if d == v.missingName {
+			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s and the files before it were deleted by audit retention (prune record seq %d); verification starts at %s",
+				v.missingName, r.Seq, v.pendingMissing.File))
+			v.pendingMissing = nil
 			return
 		}
 	}
@@ -368,6 +395,7 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 		fr.Records++
 		fr.LastSeq = r.Seq
 		lastRec = r
+		v.pruned(r)
 		v.account(r)
 		v.checkFacts(name, lineNo, r)
 		if v.o.Visit != nil {
@@ -498,10 +526,13 @@ func (v *verifier) chain(name string, lineNo int, off int64, r Record, hash stri
 				v.rep.Skipped = appendOnce(v.rep.Skipped, fmt.Sprintf("verification starts at %s seq %d, which continues from %s (seq %d, hash %s); that link is taken on trust",
 					name, r.Seq, orNone(prev), r.Seq-1, r.PrevHash))
 			case missing != "":
-				v.expSeq = r.Seq
-				v.brk(name, lineNo, off, BreakMissingFile, "it continues from %s (seq %d, hash %s…), which does not exist: a rotated file was removed",
-					missing, r.Seq-1, r.PrevHash[:min(16, len(r.PrevHash))])
-				return false
+				// A break unless a prune record later in the chain
+				// names the file: audit retention deleted it (see
+				// pruned).
+				v.pendingMissing = &Break{File: name, Line: lineNo, Offset: off, Seq: r.Seq, Kind: BreakMissingFile,
+					Detail: fmt.Sprintf("it continues from %s (seq %d, hash %s…), which does not exist: a rotated file was removed",
+						missing, r.Seq-1, r.PrevHash[:min(16, len(r.PrevHash))])}
+				v.missingName = path.Base(missing)
 			default:
 				v.expSeq = r.Seq
 				detail := factString(r.FactMap(), "reason")

@@ -36,6 +36,10 @@ type Options struct {
 	// RotateBytes starts a new file once the current one would grow past
 	// this size; 0 never rotates.
 	RotateBytes int64
+	// RetentionFiles keeps at most this many rotated files (<base>.<N>):
+	// after a rotation, and at Open, the oldest beyond it are deleted once
+	// a prune record naming them is durable. 0 keeps every file.
+	RetentionFiles int
 	// Syslog, when set, is a Unix datagram socket (e.g. /dev/log) to which
 	// every record is also forwarded as an RFC 5424 message.
 	Syslog string
@@ -373,6 +377,7 @@ func (w *FileWriter) begin() error {
 	facts := selfFacts(w.o.Version)
 	facts["fsync"] = w.o.Fsync
 	facts["rotate_bytes"] = w.o.RotateBytes
+	facts["retention_files"] = w.o.RetentionFiles
 	facts["syslog"] = w.o.Syslog
 	facts["log_state"] = w.opened.State
 	if w.opened.PreviousShutdown != "" {
@@ -402,6 +407,9 @@ func (w *FileWriter) begin() error {
 	}
 	if len(w.opened.Interrupted) > 0 {
 		w.o.Log.Warn("execs interrupted by the previous supervisor's end are closed in the audit log", "execs", w.opened.Interrupted)
+	}
+	if err := w.pruneLocked(); err != nil {
+		return err
 	}
 	w.synced = w.seq
 	return nil
@@ -612,7 +620,46 @@ func (w *FileWriter) rotateLocked() error {
 		return err
 	}
 	w.fileIndex = k + 1
-	return w.newFile(reasonSize, name, "", nil)
+	if err := w.newFile(reasonSize, name, "", nil); err != nil {
+		return err
+	}
+	return w.pruneLocked()
+}
+
+// pruneLocked deletes the oldest rotated files beyond RetentionFiles
+// (DESIGN.md I11: audit volume is bounded). The prune record naming them
+// is synced first: a crash between the two leaves files the record says
+// are gone, which verify accepts, never a gap the chain does not explain.
+// A file that cannot be removed is logged and left; it is not an audit
+// failure.
+func (w *FileWriter) pruneLocked() error {
+	keep := w.o.RetentionFiles
+	if keep <= 0 {
+		return nil
+	}
+	names, err := w.rotatedNames()
+	if err != nil || len(names) <= keep {
+		return err
+	}
+	victims := names[:len(names)-keep]
+	deleted := make([]string, len(victims))
+	for i, v := range victims {
+		deleted[i] = v.name
+	}
+	facts := map[string]any{"deleted": deleted, "retention_files": keep, "oldest_kept": names[len(names)-keep].name}
+	if _, err := w.appendLocked(w.selfRecord(StepPrune, facts), false, false); err != nil {
+		return err
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("sync audit log before pruning: %w", err)
+	}
+	for _, name := range deleted {
+		if err := os.Remove(filepath.Join(w.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			w.o.Log.Warn("audit retention: cannot delete a rotated file", "file", name, "err", err)
+		}
+	}
+	w.o.Log.Info("audit retention: deleted rotated files", "files", deleted, "kept", keep)
+	return syncDir(w.dir)
 }
 
 // track follows which accepted execs have not ended yet.
@@ -686,4 +733,112 @@ func newLogID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// RefusalLimiter bounds the audit volume of refused requests (DESIGN.md
+// I11): a peer that may open the socket but is refused (403, 429) could
+// otherwise make the supervisor write, and fsync, one record per request,
+// as fast as it can send them, until the disk is full and every caller gets
+// 503. It passes at most one refusal record per key (a peer uid) per
+// interval to the sink; the ones it holds back are counted, and the count
+// is written as facts.refusals_suppressed on the key's next record, or by
+// Flush in an aggregate record once the interval is over. So every refusal
+// is accounted for in the chain, and a key costs at most two records per
+// interval. It is safe for concurrent use.
+type RefusalLimiter struct {
+	sink     Sink
+	interval time.Duration
+	now      func() time.Time
+	mu       sync.Mutex
+	keys     map[int]*refusalWindow
+}
+
+type refusalWindow struct {
+	start      time.Time
+	suppressed int
+	last       Record // the last held-back record: its caller, for the aggregate
+}
+
+// NewRefusalLimiter returns a limiter writing to sink; now may be nil.
+func NewRefusalLimiter(sink Sink, interval time.Duration, now func() time.Time) *RefusalLimiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &RefusalLimiter{sink: sink, interval: interval, now: now, keys: map[int]*refusalWindow{}}
+}
+
+// Write writes r unless a refusal of key was written less than the
+// interval ago; then it only counts r. written says which.
+func (l *RefusalLimiter) Write(key int, r Record) (written bool, err error) {
+	now := l.now()
+	l.mu.Lock()
+	w := l.keys[key]
+	if w != nil && now.Sub(w.start) < l.interval {
+		w.suppressed++
+		w.last = r
+		l.mu.Unlock()
+		return false, nil
+	}
+	held := 0
+	if w != nil {
+		held = w.suppressed
+	}
+	l.keys[key] = &refusalWindow{start: now}
+	l.mu.Unlock()
+	if held > 0 {
+		r.Facts = withFact(r.FactMap(), "refusals_suppressed", held)
+	}
+	if err := l.sink.Write(r); err != nil {
+		return false, fmt.Errorf("refusal record for %d: %w", key, err)
+	}
+	return true, nil
+}
+
+// Flush writes one aggregate record for every key whose interval is over
+// with refusals held back, and forgets idle keys. newID makes the
+// aggregate's exec id. Call it about once an interval, and at shutdown with
+// all set.
+func (l *RefusalLimiter) Flush(all bool, newID func() string) error {
+	now := l.now()
+	l.mu.Lock()
+	var out []Record
+	for key, w := range l.keys {
+		if !all && now.Sub(w.start) < l.interval {
+			continue
+		}
+		if w.suppressed > 0 {
+			r := w.last
+			r.ExecID, r.Time, r.OK = newID(), time.Time{}, false
+			r.Error = fmt.Sprintf("%d refused requests of this caller, not recorded one by one (at most one refusal record per caller per %s)", w.suppressed, l.interval)
+			agg := map[string]any{"aggregate": true, "since": w.start.UTC()}
+			// The facts every record of the step carries (method and
+			// path of an accept), from the last refusal it stands for.
+			last := w.last.FactMap()
+			for _, k := range []string{"method", "path"} {
+				if v, ok := last[k]; ok {
+					agg[k] = v
+				}
+			}
+			r.Facts = withFact(agg, "refusals_suppressed", w.suppressed)
+			out = append(out, r)
+		}
+		delete(l.keys, key)
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, r := range out {
+		if err := l.sink.Write(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func withFact(facts map[string]any, k string, v any) map[string]any {
+	out := make(map[string]any, len(facts)+1)
+	for fk, fv := range facts {
+		out[fk] = fv
+	}
+	out[k] = v
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -18,8 +19,12 @@ const (
 	DefaultHelperPath       = "/usr/local/libexec/sandboxd/sandboxd-nsinit"
 	DefaultHelperConfigPath = "/etc/sandboxd/nsinit.json"
 	// DefaultAuditRotateBytes starts a new audit log file past 64 MiB
-	// (some 10 000 execs); rotated files are kept, never deleted.
+	// (some 10 000 execs).
 	DefaultAuditRotateBytes = 64 << 20
+	// DefaultAuditRetentionFiles keeps the 16 newest rotated audit files
+	// (1 GiB at the default rotation size) and deletes older ones, each
+	// deletion recorded in the chain (I11: audit volume is bounded).
+	DefaultAuditRetentionFiles = 16
 
 	DefaultExecTimeoutMS    = 30_000
 	DefaultExecTimeoutMaxMS = 60_000  // one-shot execs
@@ -39,6 +44,16 @@ const (
 	DefaultMaxQueuedExecs      = 16
 	DefaultIdleTTLSeconds      = 1800
 	DefaultIdleTTLCapSeconds   = 86400
+
+	// Per-caller shares (I11: no caller can starve another). A caller is a
+	// peer uid.
+	DefaultMaxConnections          = 256
+	DefaultMaxConnectionsPerCaller = 32
+	// DefaultCallerBodyBudget lets one caller have two maximal bodies
+	// (8 MiB each) in memory at once; a third waits for its turn with a 429.
+	DefaultCallerBodyBudget      = 2 * DefaultMaxBodyBytes
+	DefaultArchiveRetention      = 30 * 24 * time.Hour
+	DefaultArchiveCallerMaxBytes = 1 << 30
 )
 
 // Hard bounds that Validate enforces on the operator's settings. They are
@@ -90,6 +105,10 @@ type Config struct {
 	// AuditSyslog, when set, is a Unix datagram socket (e.g. /dev/log) every
 	// audit record is also forwarded to, as an RFC 5424 message.
 	AuditSyslog string
+	// AuditRetentionFiles keeps at most this many rotated audit files; older
+	// ones are deleted, oldest first, after a prune record naming them is
+	// durable in the chain. 0 keeps every file.
+	AuditRetentionFiles int
 	// AuditEnvValues records the values of a request's env in the decide
 	// record; by default only the names are recorded (values may be secrets).
 	AuditEnvValues bool
@@ -119,11 +138,30 @@ type Config struct {
 
 	MaxSessions        int
 	MaxConcurrentExecs int
+
+	// MaxSessionsPerCaller bounds the sessions one uid holds at once.
+	MaxSessionsPerCaller int
+	// MaxConnections bounds the API connections open at once, and
+	// MaxConnectionsPerCaller those of one uid; the excess is answered 429
+	// and closed at accept.
+	MaxConnections          int
+	MaxConnectionsPerCaller int
+	// CallerBodyBudget bounds the request-body bytes one uid may have in
+	// memory at once; beyond it a request is refused (429) before its body
+	// is read.
+	CallerBodyBudget int64
+
 	// ArchiveDir holds session archives (tar, by sha256 of the key); empty
 	// disables archiving. Only the operator sets it, never a request.
 	ArchiveDir string
 	// ArchiveMaxBytes skips (with a log line and an audit record) a larger archive.
 	ArchiveMaxBytes int64
+	// ArchiveRetention removes archives not written or restored for this
+	// long (at start and periodically, audited); 0 keeps them forever.
+	ArchiveRetention time.Duration
+	// ArchiveCallerMaxBytes bounds the archive bytes one uid keeps; past
+	// it the caller's oldest archives are removed (audited); 0: no bound.
+	ArchiveCallerMaxBytes int64
 	// Artifact limits: per file, number of files, total bytes.
 	ArtifactMaxFileBytes  int64
 	ArtifactMaxFiles      int64
@@ -137,6 +175,8 @@ type Config struct {
 	MaxQueuedExecs    int
 	IdleTTLSeconds    int64
 	IdleTTLCapSeconds int64
+	// MaxQueuedExecsPerCaller bounds the waiting execs of one uid.
+	MaxQueuedExecsPerCaller int
 
 	// HelperPath is the sandboxd-nsinit binary (file capabilities, no setuid).
 	HelperPath string
@@ -147,7 +187,7 @@ type Config struct {
 
 // Defaults returns the built-in configuration.
 func Defaults() Config {
-	return Config{
+	c := Config{
 		SocketPath:            DefaultSocketPath,
 		StateDir:              DefaultStateDir,
 		AuditFsync:            true,
@@ -177,6 +217,18 @@ func Defaults() Config {
 		HelperPath:            DefaultHelperPath,
 		HelperConfigPath:      DefaultHelperConfigPath,
 	}
+	c.setShareDefaults()
+	return c
+}
+
+// setShareDefaults sets the per-caller limits and retention (I11).
+func (c *Config) setShareDefaults() {
+	c.AuditRetentionFiles = DefaultAuditRetentionFiles
+	c.MaxConnections = DefaultMaxConnections
+	c.MaxConnectionsPerCaller = DefaultMaxConnectionsPerCaller
+	c.CallerBodyBudget = DefaultCallerBodyBudget
+	c.ArchiveRetention = DefaultArchiveRetention
+	c.ArchiveCallerMaxBytes = DefaultArchiveCallerMaxBytes
 }
 
 // AuditLog returns the audit log path: AuditLogPath, or audit.log in the
@@ -209,6 +261,7 @@ func settings() []setting {
 		{"audit-log", "audit log path (default <state-dir>/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
 		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
 		{"audit-rotate-bytes", "start a new audit log file, hash-linked to the old one, past this size; 0 never (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.AuditRotateBytes) }},
+		{"audit-retention-files", "rotated audit files kept; older ones are deleted, oldest first, after a prune record naming them is in the chain; 0 keeps all", func(c *Config) flag.Value { return (*intValue)(&c.AuditRetentionFiles) }},
 		{"audit-syslog", "also forward every audit record to this Unix datagram socket as RFC 5424 syslog (e.g. /dev/log); empty: off", func(c *Config) flag.Value { return (*stringValue)(&c.AuditSyslog) }},
 		{"audit-env-values", "record the values of a request's env in the audit trail (default: names only; values may be secrets)", func(c *Config) flag.Value { return (*boolValue)(&c.AuditEnvValues) }},
 		{"exec-timeout", "timeout of an exec that does not set timeout_ms, in ms", func(c *Config) flag.Value { return (*int64Value)(&c.ExecTimeoutMS) }},
@@ -224,15 +277,22 @@ func settings() []setting {
 		{"nofile", "open file limit (RLIMIT_NOFILE) per exec", func(c *Config) flag.Value { return (*uint64Value)(&c.NoFile) }},
 		{"workspace-quota", "workspace disk quota, also RLIMIT_FSIZE (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.WorkspaceQuotaBytes) }},
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
+		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
 		{"archive-dir", "directory of session archives (restored by key); empty disables archiving", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
 		{"archive-max-bytes", "largest session archive; a larger one is skipped (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveMaxBytes) }},
+		{"archive-retention", "remove archives not written or restored for this long, at start and hourly (Go duration or Nd days); 0 keeps them", func(c *Config) flag.Value { return (*durationValue)(&c.ArchiveRetention) }},
+		{"archive-caller-max-bytes", "archive bytes one caller (uid) keeps; past it its oldest archives are removed; 0 no bound (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveCallerMaxBytes) }},
 		{"artifact-max-file-bytes", "largest artifact file returned (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArtifactMaxFileBytes) }},
 		{"artifact-max-files", "most artifact files returned per exec", func(c *Config) flag.Value { return (*int64Value)(&c.ArtifactMaxFiles) }},
 		{"artifact-max-total-bytes", "most artifact bytes returned per exec (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArtifactMaxTotalBytes) }},
 		{"cgroup-parent", "directory below the supervisor's own cgroup, delegated to its uid, that holds per-exec cgroups", func(c *Config) flag.Value { return (*stringValue)(&c.CgroupParent) }},
 		{"require-cgroups", "refuse every launch (503) when no delegated cgroup subtree is usable", func(c *Config) flag.Value { return (*boolValue)(&c.RequireCgroups) }},
 		{"max-queued-execs", "most execs waiting for a slot (each waits up to its own timeout); beyond it 429 at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecs) }},
+		{"max-queued-execs-per-caller", "most execs of one caller (uid) waiting for a slot, beyond it 429 at once; 0: half of --max-queued-execs", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecsPerCaller) }},
+		{"max-connections", "most API connections open at once; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnections) }},
+		{"max-connections-per-caller", "most API connections one caller (uid) holds open; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnectionsPerCaller) }},
+		{"caller-body-budget", "request-body bytes one caller (uid) may have in memory at once; beyond it 429 before the body is read (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.CallerBodyBudget) }},
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
 		{"helper", "path of the sandboxd-nsinit helper", func(c *Config) flag.Value { return (*stringValue)(&c.HelperPath) }},
@@ -402,6 +462,7 @@ func (c Config) Validate() error {
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
 	}
+	c.validateShares(bad)
 	if c.IdleTTLCapSeconds < 1 {
 		bad("idle-ttl-cap", "%d s is below 1", c.IdleTTLCapSeconds)
 	}
@@ -412,6 +473,51 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	return nil
+}
+
+// share is a caller's part of a global limit: set, or half of it (at
+// least 1 while the limit allows anything).
+func share(set, limit int) int {
+	if set > 0 {
+		return min(set, limit)
+	}
+	return min(max(limit/2, 1), limit)
+}
+
+// SessionShare is the number of sessions one caller may hold at once.
+func (c Config) SessionShare() int { return share(c.MaxSessionsPerCaller, c.MaxSessions) }
+
+// QueueShare is the number of execs of one caller that may wait for a slot.
+func (c Config) QueueShare() int { return share(c.MaxQueuedExecsPerCaller, c.MaxQueuedExecs) }
+
+// validateShares checks the per-caller limits (I11). Each share must leave
+// room for a second caller, or one caller could still take everything.
+func (c Config) validateShares(bad func(flagName, format string, args ...any)) {
+	if c.AuditRetentionFiles < 0 {
+		bad("audit-retention-files", "%d is negative (0 keeps every file)", c.AuditRetentionFiles)
+	}
+	if c.MaxSessionsPerCaller < 0 || c.MaxSessionsPerCaller > max(c.MaxSessions, 0) {
+		bad("max-sessions-per-caller", "%d is out of range 0..%d (--max-sessions; 0: half of it)", c.MaxSessionsPerCaller, max(c.MaxSessions, 0))
+	}
+	if c.MaxQueuedExecsPerCaller < 0 || c.MaxQueuedExecsPerCaller > max(c.MaxQueuedExecs, 0) {
+		bad("max-queued-execs-per-caller", "%d is out of range 0..%d (--max-queued-execs; 0: half of it)", c.MaxQueuedExecsPerCaller, max(c.MaxQueuedExecs, 0))
+	}
+	if c.MaxConnections < 2 || c.MaxConnections > 1<<20 {
+		bad("max-connections", "%d is out of range 2..%d", c.MaxConnections, 1<<20)
+	}
+	// At most half of all connections: a second caller always finds room.
+	if c.MaxConnectionsPerCaller < 1 || c.MaxConnectionsPerCaller > c.MaxConnections/2 {
+		bad("max-connections-per-caller", "%d is out of range 1..%d (--max-connections)/2", c.MaxConnectionsPerCaller, c.MaxConnections/2)
+	}
+	if c.CallerBodyBudget < c.MaxBodyBytes {
+		bad("caller-body-budget", "%d bytes is below %d (--max-body-bytes): no maximal body could ever be read", c.CallerBodyBudget, c.MaxBodyBytes)
+	}
+	if c.ArchiveRetention < 0 {
+		bad("archive-retention", "%q is negative (0 keeps archives forever)", c.ArchiveRetention.String())
+	}
+	if c.ArchiveCallerMaxBytes < 0 {
+		bad("archive-caller-max-bytes", "%d is negative (0: no bound)", c.ArchiveCallerMaxBytes)
+	}
 }
 
 //go:generate go run ./internal/configdoc -out ../docs/CONFIG.md
@@ -447,6 +553,8 @@ func SettingDocs() []SettingDoc {
 			kind = "number"
 		case *sizeValue:
 			kind = "size"
+		case *durationValue:
+			kind = "duration"
 		case *idListValue:
 			kind = "id list"
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
@@ -268,5 +269,78 @@ func TestParseSize(t *testing.T) {
 func TestCodeLimitFitsLaunchSpec(t *testing.T) {
 	if MaxCodeBytesLimit >= spec.MaxSize {
 		t.Fatalf("MaxCodeBytesLimit %d leaves no room in spec.MaxSize %d", MaxCodeBytesLimit, spec.MaxSize)
+	}
+}
+
+func TestValidateShares(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(c *Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(c *Config) {}, ""},
+		{"session share above max", func(c *Config) { c.MaxSessionsPerCaller = c.MaxSessions + 1 }, "--max-sessions-per-caller"},
+		{"session share negative", func(c *Config) { c.MaxSessionsPerCaller = -1 }, "--max-sessions-per-caller"},
+		{"fewer sessions, automatic share", func(c *Config) { c.MaxSessions = 3 }, ""},
+		{"sessions disabled", func(c *Config) { c.MaxSessions, c.MaxSessionsPerCaller = 0, 0 }, ""},
+		{"queue share above max", func(c *Config) { c.MaxQueuedExecsPerCaller = c.MaxQueuedExecs + 1 }, "--max-queued-execs-per-caller"},
+		{"no queue", func(c *Config) { c.MaxQueuedExecs, c.MaxQueuedExecsPerCaller = 0, 0 }, ""},
+		{"explicit queue share", func(c *Config) { c.MaxQueuedExecsPerCaller = 3 }, ""},
+		{"connection share above half", func(c *Config) { c.MaxConnectionsPerCaller = c.MaxConnections/2 + 1 }, "--max-connections-per-caller"},
+		{"one connection", func(c *Config) { c.MaxConnections = 1 }, "--max-connections"},
+		{"body budget below a body", func(c *Config) { c.CallerBodyBudget = c.MaxBodyBytes - 1 }, "--caller-body-budget"},
+		{"negative retention", func(c *Config) { c.ArchiveRetention = -1 }, "--archive-retention"},
+		{"negative archive budget", func(c *Config) { c.ArchiveCallerMaxBytes = -1 }, "--archive-caller-max-bytes"},
+		{"negative audit retention", func(c *Config) { c.AuditRetentionFiles = -1 }, "--audit-retention-files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			tc.set(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v; want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDurationValue(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		bad  bool
+	}{
+		{"30d", 30 * 24 * time.Hour, false},
+		{"90m", 90 * time.Minute, false},
+		{"0", 0, false},
+		{"-1d", 0, true},
+		{"xd", 0, true},
+		{"soon", 0, true},
+	} {
+		var d time.Duration
+		err := (*durationValue)(&d).Set(tc.in)
+		if (err != nil) != tc.bad || (!tc.bad && d != tc.want) {
+			t.Errorf("Set(%q) = %v, %v; want %v (error %v)", tc.in, d, err, tc.want, tc.bad)
+		}
+	}
+	d := DefaultArchiveRetention
+	if got := (*durationValue)(&d).String(); got != "30d" {
+		t.Errorf("String() = %q; want 30d", got)
+	}
+}
+
+func TestShares(t *testing.T) {
+	for _, tc := range []struct{ set, limit, want int }{
+		{0, 16, 8}, {0, 1, 1}, {0, 0, 0}, {0, 3, 1}, {5, 16, 5}, {20, 16, 16},
+	} {
+		if got := share(tc.set, tc.limit); got != tc.want {
+			t.Errorf("share(%d, %d) = %d; want %d", tc.set, tc.limit, got, tc.want)
+		}
 	}
 }

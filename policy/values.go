@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // flag.Value implementations bound to Config fields. They are shared by
@@ -163,5 +164,35 @@ func (v *idListValue) Set(s string) error {
 		v.set = true
 	}
 	*v.p = append(*v.p, ids...)
+	return nil
+}
+
+// durationValue is a Go duration ("90m", "720h") or a whole number of days
+// with a "d" suffix ("30d"), the unit retention settings are thought in.
+type durationValue time.Duration
+
+func (v *durationValue) String() string {
+	d := time.Duration(*v)
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}
+
+func (v *durationValue) Set(s string) error {
+	t := strings.TrimSpace(s)
+	if days, ok := strings.CutSuffix(t, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt64/int64(24*time.Hour) {
+			return fmt.Errorf("duration %q: want a non-negative whole number of days before \"d\"", s)
+		}
+		*v = durationValue(time.Duration(n) * 24 * time.Hour)
+		return nil
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration such as 90m or 720h, or days such as 30d", s)
+	}
+	*v = durationValue(d)
 	return nil
 }

@@ -113,8 +113,8 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 		case err == nil:
 			release = rel
 			d.facts["admission"] = "admitted"
-		case errors.Is(err, admission.ErrQueueFull):
-			apiE = limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.cfg.MaxConcurrentExecs, s.cfg.MaxQueuedExecs))
+		case errors.Is(err, admission.ErrShareFull), errors.Is(err, admission.ErrQueueFull):
+			apiE = s.queueRefusal(caller, err)
 		case ctx.Err() != nil:
 			apiE = apiErr(api.CodeInvalidArgument, "the client went away while the exec waited for a slot")
 		default:

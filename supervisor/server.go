@@ -48,6 +48,8 @@ type Server struct {
 	metrics  *metrics
 	gate     *admission.Gate
 	sessions *SessionStore // nil: session routes answer 404
+	limits   *callerLimits
+	refusals *audit.RefusalLimiter // nil without a sink
 	handler  http.Handler
 
 	shutdownGrace time.Duration
@@ -70,9 +72,14 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 		version:       version,
 		selfUID:       os.Getuid(),
 		metrics:       newMetrics(sink),
-		gate:          admission.New(cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs),
+		gate:          admission.New(cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs, cfg.QueueShare()),
 		shutdownGrace: defaultShutdownGrace,
 		killGrace:     defaultKillGrace,
+	}
+	s.limits = newCallerLimits(cfg.MaxConnections, cfg.MaxConnectionsPerCaller, cfg.CallerBodyBudget, log)
+	s.limits.refused = s.connRefused
+	if sink != nil {
+		s.refusals = audit.NewRefusalLimiter(sink, refusalInterval, nil)
 	}
 	s.handler = s.routes()
 	return s
@@ -97,7 +104,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(api.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
-	return s.recoverPanics(s.authorize(cleanPath(mux)))
+	return s.recoverPanics(s.authorize(s.limitBodies(cleanPath(mux))))
 }
 
 func methodNotAllowedHandler(allow string) http.Handler {
@@ -154,9 +161,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			"method": r.Method,
 			"path":   r.URL.Path,
 		})
-		if err := s.writeAudit(rec); err != nil {
-			s.log.Error("audit write failed for a refused request", "err", err)
-		}
+		s.auditRefusal(rec)
 		if r.Method == http.MethodPost && path.Base(r.URL.Path) == "exec" {
 			s.metrics.exec(OutcomeRefused)
 			s.metrics.refuse(api.CodeForbidden)
@@ -231,6 +236,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if err := s.metrics.write(w); err != nil {
 		s.log.Debug("write metrics", "err", err)
 	}
+	s.limits.writeMetrics(w)
 }
 
 // Serve answers API requests on ln until ctx is cancelled, then shuts down
@@ -252,7 +258,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnState:         s.limits.connState,
 	}
+	defer s.startRefusalFlusher()()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.version)

@@ -70,6 +70,7 @@ var (
 type SessionConfig struct {
 	StateDir        string // sessions live in StateDir/sessions, workspaces in StateDir/workspaces
 	MaxSessions     int
+	MaxPerCaller    int   // sessions one uid may hold (I11); 0: no per-caller bound
 	TTLDefault      int64 // seconds
 	TTLCap          int64
 	QuotaBytes      int64
@@ -79,6 +80,12 @@ type SessionConfig struct {
 	Sink            audit.Sink
 	Log             *slog.Logger
 	Now             func() time.Time
+
+	// ArchiveRetention expires archives not written or restored for this
+	// long; ArchiveCallerMaxBytes bounds one uid's archives (oldest removed
+	// first). 0 disables either (I11).
+	ArchiveRetention      time.Duration
+	ArchiveCallerMaxBytes int64
 }
 
 // SessionStore owns the sessions: their metadata (persisted in the state
@@ -237,10 +244,17 @@ func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
 
 // archivePath is where a key's archive lives: the owner's uid and the key
 // are hashed together, so no caller-chosen string ever becomes a path and
-// one caller cannot restore another's workspace by guessing its key.
-func (st *SessionStore) archivePath(owner int, key string) string {
+// one caller cannot restore another's workspace by guessing its key. Each
+// owner has a directory (u<uid>), so its archive bytes can be counted and
+// bounded (I11). legacy is where archives lived before that.
+func (st *SessionStore) archivePath(owner int, key string) (path, legacy string) {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s", owner, key)))
-	return filepath.Join(st.cfg.ArchiveDir, hex.EncodeToString(sum[:])+".tar")
+	name := hex.EncodeToString(sum[:]) + ".tar"
+	return filepath.Join(st.callerArchiveDir(owner), name), filepath.Join(st.cfg.ArchiveDir, name)
+}
+
+func (st *SessionStore) callerArchiveDir(owner int) string {
+	return filepath.Join(st.cfg.ArchiveDir, fmt.Sprintf("u%d", owner))
 }
 
 // Create makes a session (and its workspace), restoring the key's archive
@@ -258,6 +272,14 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 		st.mu.Unlock()
 		return nil, ErrTooManySessions
 	}
+	if n := st.ownedLocked(caller.UID); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
+		st.mu.Unlock()
+		// Class ResourceExhausted, as the global cap: 429 with
+		// Retry-After; errors.Is(err, ErrTooManySessions) holds too.
+		return nil, errdefs.New(errdefs.ErrResourceExhausted,
+			fmt.Sprintf("uid %d holds %d sessions, its share (--max-sessions-per-caller); delete one or retry later", caller.UID, n),
+			"", ErrTooManySessions)
+	}
 	st.sessions[s.ID] = s // reserve the slot
 	st.mu.Unlock()
 	fail := func(err error) (*Session, error) {
@@ -274,8 +296,14 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 	if key != "" && st.cfg.ArchiveDir != "" {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
-		arch := st.archivePath(caller.UID, key)
+		arch, legacy := st.archivePath(caller.UID, key)
+		if _, err := os.Stat(arch); err != nil {
+			arch = legacy
+		}
 		if _, err := os.Stat(arch); err == nil {
+			// Retention counts from the last write or restore: an archive
+			// in use does not expire.
+			_ = os.Chtimes(arch, now, now)
 			if err := workspace.Restore(arch, st.WorkspaceDir(s), st.cfg.QuotaBytes); err != nil {
 				st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "err", err)
 				st.audit("session.restore", s, caller, false, err.Error(), map[string]any{"archive": arch})
@@ -295,6 +323,17 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 	facts["restored"] = s.Restored
 	st.audit("session.create", s, caller, true, "", facts)
 	return s, nil
+}
+
+// ownedLocked counts the sessions of uid; st.mu is held.
+func (st *SessionStore) ownedLocked(uid int) int {
+	n := 0
+	for _, s := range st.sessions {
+		if s.OwnerUID == uid {
+			n++
+		}
+	}
+	return n
 }
 
 // visible reports whether caller may see s.
@@ -434,12 +473,20 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 
 	facts := map[string]any{"why": why}
 	if s.Key != "" && st.cfg.ArchiveDir != "" {
-		arch := st.archivePath(s.OwnerUID, s.Key)
-		ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
+		arch, legacy := st.archivePath(s.OwnerUID, s.Key)
+		err := os.MkdirAll(filepath.Dir(arch), 0o700)
+		var ws *workspace.Workspace
+		if err == nil {
+			ws, err = workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
+		}
 		var n int64
 		if err == nil {
 			n, err = workspace.Archive(ws, arch, st.cfg.ArchiveMaxBytes)
 			_ = ws.Close()
+		}
+		if err == nil {
+			_ = os.Remove(legacy) // superseded by the per-caller archive
+			st.trimArchives(s, caller)
 		}
 		if err != nil {
 			// Never fails the request: the delete goes on.
@@ -463,6 +510,47 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	return nil
 }
 
+// trimArchives keeps the owner's archives within ArchiveCallerMaxBytes,
+// oldest removed first, each removal audited.
+func (st *SessionStore) trimArchives(s *Session, caller Caller) {
+	removed, err := workspace.TrimArchives(st.callerArchiveDir(s.OwnerUID), st.cfg.ArchiveCallerMaxBytes)
+	for _, r := range removed {
+		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": r.Path, "bytes": r.Bytes,
+			"why": "caller_budget", "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes})
+	}
+	if err != nil {
+		st.cfg.Log.Error("archive budget", "owner_uid", s.OwnerUID, "err", err)
+	}
+}
+
+// ExpireArchives removes the archives past ArchiveRetention (at start and
+// then periodically, from RunReaper); each removal is audited. It returns
+// how many it removed.
+func (st *SessionStore) ExpireArchives() int {
+	if st.cfg.ArchiveDir == "" || st.cfg.ArchiveRetention <= 0 {
+		return 0
+	}
+	removed, err := workspace.ExpireArchives(st.cfg.ArchiveDir, st.cfg.ArchiveRetention, st.cfg.Now())
+	for _, r := range removed {
+		if st.cfg.Sink == nil {
+			break
+		}
+		rec := audit.Record{ExecID: newExecID(), Step: "archive.expire", Source: "supervisor", CallerUID: st.cfg.SelfUID, CallerGID: -1,
+			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": r.Path, "bytes": r.Bytes,
+				"last_used": r.ModTime.UTC(), "retention_seconds": int64(st.cfg.ArchiveRetention.Seconds())}}
+		if err := st.cfg.Sink.Write(rec); err != nil {
+			st.cfg.Log.Error("audit write failed", "step", rec.Step, "err", err)
+		}
+	}
+	if err != nil {
+		st.cfg.Log.Error("archive retention", "err", err)
+	}
+	if len(removed) > 0 {
+		st.cfg.Log.Info("expired archives removed", "count", len(removed), "retention", st.cfg.ArchiveRetention)
+	}
+	return len(removed)
+}
+
 // ReapExpired deletes every idle session past its TTL; it returns how many.
 func (st *SessionStore) ReapExpired() int {
 	now := st.cfg.Now()
@@ -483,10 +571,16 @@ func (st *SessionStore) ReapExpired() int {
 	return n
 }
 
-// RunReaper deletes expired sessions every interval until ctx is done.
+// archiveExpiryInterval is how often RunReaper expires archives.
+const archiveExpiryInterval = time.Hour
+
+// RunReaper deletes expired sessions every interval, and expired archives
+// at once and then hourly, until ctx is done.
 func (st *SessionStore) RunReaper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	st.ExpireArchives()
+	lastExpiry := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -494,6 +588,10 @@ func (st *SessionStore) RunReaper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			if n := st.ReapExpired(); n > 0 {
 				st.cfg.Log.Info("idle sessions reaped", "count", n)
+			}
+			if time.Since(lastExpiry) >= archiveExpiryInterval {
+				st.ExpireArchives()
+				lastExpiry = time.Now()
 			}
 		}
 	}

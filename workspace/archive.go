@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -511,4 +512,145 @@ func openDirForRemoval(fd int, name string) (int, error) {
 	defer unix.Close(pfd)
 	_ = unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", pfd), 0o700)
 	return unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// RemovedArchive is an archive that ExpireArchives or TrimArchives removed.
+type RemovedArchive struct {
+	Path    string
+	Bytes   int64
+	ModTime time.Time
+}
+
+// archiveFile is a regular *.tar (or a leftover *.tar.tmp) below the
+// archive root.
+type archiveFile struct {
+	path string
+	size int64
+	mod  time.Time
+	tmp  bool
+}
+
+// listArchives lists the archives in dir: regular files named *.tar or
+// *.tar.tmp, by lstat (a symlink is never followed, nor counted).
+func listArchives(dir string) ([]archiveFile, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: list archives in %s: %w", dir, err)
+	}
+	var out []archiveFile
+	for _, e := range ents {
+		name := e.Name()
+		tmp := strings.HasSuffix(name, ".tar.tmp")
+		if !tmp && !strings.HasSuffix(name, ".tar") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, archiveFile{path: p, size: fi.Size(), mod: fi.ModTime(), tmp: tmp})
+	}
+	return out, nil
+}
+
+// callerArchiveDir reports whether name is a per-caller archive directory
+// ("u" and a decimal uid).
+func callerArchiveDir(name string) bool {
+	rest, ok := strings.CutPrefix(name, "u")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ExpireArchives removes every archive below root (root itself and its
+// per-caller directories u<uid>) last written or restored before
+// now-maxAge: the archive retention of DESIGN.md I11. A leftover
+// temporary file of a crashed Archive ages out the same way. maxAge <= 0
+// removes nothing. It returns what it removed, and the errors it met
+// without stopping.
+func ExpireArchives(root string, maxAge time.Duration, now time.Time) ([]RemovedArchive, error) {
+	if maxAge <= 0 {
+		return nil, nil
+	}
+	dirs := []string{root}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: expire archives: %w", err)
+	}
+	for _, e := range ents {
+		if e.Type().IsDir() && callerArchiveDir(e.Name()) {
+			dirs = append(dirs, filepath.Join(root, e.Name()))
+		}
+	}
+	cutoff := now.Add(-maxAge)
+	var removed []RemovedArchive
+	var errs []error
+	for _, d := range dirs {
+		files, err := listArchives(d)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range files {
+			if !f.mod.Before(cutoff) {
+				continue
+			}
+			if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("workspace: expire archive: %w", err))
+				continue
+			}
+			removed = append(removed, RemovedArchive{Path: f.path, Bytes: f.size, ModTime: f.mod})
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// TrimArchives keeps the archives in dir (one caller's) within maxBytes by
+// removing the oldest first (by modification time: last written or
+// restored). An archive that alone is larger than maxBytes is removed too,
+// the newest included: a caller's budget is never exceeded, even by one
+// archive. maxBytes <= 0 removes nothing. Temporary files are left to
+// ExpireArchives: one may be an archive being written.
+func TrimArchives(dir string, maxBytes int64) ([]RemovedArchive, error) {
+	if maxBytes <= 0 {
+		return nil, nil
+	}
+	files, err := listArchives(dir)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	kept := files[:0]
+	for _, f := range files {
+		if !f.tmp {
+			total += f.size
+			kept = append(kept, f)
+		}
+	}
+	// Oldest first; the name breaks ties so the order is stable.
+	sort.Slice(kept, func(i, j int) bool {
+		if !kept[i].mod.Equal(kept[j].mod) {
+			return kept[i].mod.Before(kept[j].mod)
+		}
+		return kept[i].path < kept[j].path
+	})
+	var removed []RemovedArchive
+	for _, f := range kept {
+		if total <= maxBytes {
+			break
+		}
+		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, fmt.Errorf("workspace: trim archives: %w", err)
+		}
+		total -= f.size
+		removed = append(removed, RemovedArchive{Path: f.path, Bytes: f.size, ModTime: f.mod})
+	}
+	return removed, nil
 }

@@ -15,6 +15,14 @@ type Accept struct {
 	ContentLength *int64 `json:"content_length,omitempty" doc:"the Content-Length header (-1 when chunked)"`
 	Code          string `json:"code,omitzero" doc:"on refusal: the API error code (invalid_argument, too_large, forbidden …); error has the message"`
 	Probe         bool   `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+
+	// Front-door refusals (DESIGN.md I11: per-caller limits, refusal
+	// records rate-limited per caller).
+	BodyRead           *bool      `json:"body_read,omitempty" doc:"false: refused by a per-caller limit before its body was read"`
+	ConnectionRefused  string     `json:"connection_refused,omitzero" doc:"refused at accept, before any request was read (method and path are empty): caller (the uid's connection share) or global (--max-connections)"`
+	RefusalsSuppressed int        `json:"refusals_suppressed,omitzero" doc:"refusals of this caller not recorded one by one since its previous refusal record (at most one a second per caller)"`
+	Aggregate          bool       `json:"aggregate,omitzero" doc:"the record stands for refusals_suppressed refusals of the caller, not for one request (method and path are the last one's)"`
+	Since              *time.Time `json:"since,omitempty" doc:"on an aggregate: the start of the second whose refusals it counts"`
 }
 
 // Step implements Facts.
@@ -27,6 +35,9 @@ func (*Accept) Sentences() []Sentence {
 		{Text: "Refused with {code}."},
 		{Text: "Content-Length {content_length}."},
 		{Text: "A health probe's exec: {probe}."},
+		{Text: "Its body was read: {body_read}."},
+		{Text: "The connection was refused at accept ({connection_refused} limit)."},
+		{Text: "{refusals_suppressed} refusals of this caller were not recorded one by one (aggregate record: {aggregate}, since {since})."},
 	}
 }
 

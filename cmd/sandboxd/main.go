@@ -70,7 +70,7 @@ func run() int {
 	// set aside, never extended), and execs a killed supervisor left are
 	// closed with an interrupted record (audit/SCHEMA.md).
 	aw, err := audit.Open(cfg.AuditLog(), audit.Options{
-		Fsync: cfg.AuditFsync, RotateBytes: cfg.AuditRotateBytes, Syslog: cfg.AuditSyslog,
+		Fsync: cfg.AuditFsync, RotateBytes: cfg.AuditRotateBytes, RetentionFiles: cfg.AuditRetentionFiles, Syslog: cfg.AuditSyslog,
 		Version: version, Log: log,
 		StartFacts: map[string]any{"socket": cfg.SocketPath, "state_dir": cfg.StateDir, "helper": cfg.HelperPath,
 			"helper_config": cfg.HelperConfigPath, "audit_env_values": cfg.AuditEnvValues},
@@ -91,6 +91,7 @@ func run() int {
 		StateDir: cfg.StateDir, MaxSessions: cfg.MaxSessions, TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds,
 		QuotaBytes: cfg.WorkspaceQuotaBytes, ArchiveDir: cfg.ArchiveDir, ArchiveMaxBytes: cfg.ArchiveMaxBytes,
 		SelfUID: os.Getuid(), Sink: aw, Log: log,
+		MaxPerCaller: cfg.SessionShare(), ArchiveRetention: cfg.ArchiveRetention, ArchiveCallerMaxBytes: cfg.ArchiveCallerMaxBytes,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)

@@ -58,6 +58,7 @@ var probes = map[string][]string{
 	"size":             {"0", "1", "9223372036854775807"},
 	"number":           {"-1", "0", "1e9"},
 	"id list":          {"4294967295"},
+	"duration":         {"-1s", "0"},
 }
 
 // accepted describes the values of one setting that Validate (and the

@@ -1,0 +1,311 @@
+package supervisor
+
+// Per-caller limits at the front door (DESIGN.md I11, "no caller can starve
+// another"): how many connections one peer uid holds open, and how many
+// request-body bytes it may have in memory at once. Both act before any
+// handler reads a byte of the request, so a hostile caller spends its own
+// share and nobody else's. The exec queue share is package admission's; the
+// session share is the SessionStore's.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/admission"
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit"
+)
+
+// refusalInterval is how often one caller's refusals reach the audit log
+// one by one; the rest are counted (audit.RefusalLimiter).
+const refusalInterval = time.Second
+
+// connRefusalWriteTimeout bounds the write of the 429 to a refused
+// connection: the accept loop must never wait on a peer that does not read.
+const connRefusalWriteTimeout = 100 * time.Millisecond
+
+// Reasons a connection is refused, the label values of
+// sandboxd_connections_refused_total.
+const (
+	connRefusedCaller = "caller" // the uid holds its share already
+	connRefusedGlobal = "global" // the supervisor holds the global maximum
+)
+
+// callerLimits counts connections and in-flight body bytes per peer uid.
+type callerLimits struct {
+	maxConns, maxConnsPerCaller int
+	bodyBudget                  int64
+	log                         *slog.Logger
+	// refused is told about every refused connection (for the audit log).
+	refused func(c Caller, reason, msg string)
+
+	mu          sync.Mutex
+	conns       map[net.Conn]int // admitted connections, by peer uid
+	perUID      map[int]int
+	total       int
+	bodies      map[int]int64 // body bytes reserved, by uid
+	connRefused map[string]uint64
+	bodyRefused uint64
+}
+
+func newCallerLimits(maxConns, perCaller int, bodyBudget int64, log *slog.Logger) *callerLimits {
+	return &callerLimits{maxConns: maxConns, maxConnsPerCaller: perCaller, bodyBudget: bodyBudget, log: log,
+		conns: map[net.Conn]int{}, perUID: map[int]int{}, bodies: map[int]int64{}, connRefused: map[string]uint64{}}
+}
+
+// connState is http.Server.ConnState. net/http calls it with StateNew in
+// its accept loop, before the connection's goroutine starts, so a refused
+// connection is answered and closed before anything reads from it; and
+// with StateClosed or StateHijacked exactly once at its end. This is the
+// LimitListener of the design, placed here so that the connection net/http
+// serves stays the *net.UnixConn that peer credentials are read from.
+func (l *callerLimits) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		l.admitConn(c)
+	case http.StateClosed, http.StateHijacked:
+		l.mu.Lock()
+		if uid, ok := l.conns[c]; ok {
+			delete(l.conns, c)
+			l.total--
+			if l.perUID[uid]--; l.perUID[uid] <= 0 {
+				delete(l.perUID, uid)
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (l *callerLimits) admitConn(c net.Conn) {
+	caller, err := peerCredentials(c)
+	if err != nil {
+		// Counted under -1, never under uid 0; authorize refuses it.
+		caller = Caller{UID: -1, GID: -1, PID: -1}
+	}
+	l.mu.Lock()
+	reason := ""
+	switch {
+	case l.total >= l.maxConns:
+		reason = connRefusedGlobal
+	case l.perUID[caller.UID] >= l.maxConnsPerCaller:
+		reason = connRefusedCaller
+	default:
+		l.conns[c] = caller.UID
+		l.perUID[caller.UID]++
+		l.total++
+		l.mu.Unlock()
+		return
+	}
+	l.connRefused[reason]++
+	held := l.perUID[caller.UID]
+	l.mu.Unlock()
+
+	msg := fmt.Sprintf("uid %d holds %d connections, its share (--max-connections-per-caller %d); close one or retry later", caller.UID, held, l.maxConnsPerCaller)
+	if reason == connRefusedGlobal {
+		msg = fmt.Sprintf("the supervisor holds %d connections, its maximum (--max-connections); retry later", l.maxConns)
+	}
+	l.log.Warn("connection refused", "reason", reason, "caller_uid", caller.UID, "caller_pid", caller.PID, "held", held)
+	writeRawError(c, limitExceeded(msg))
+	_ = c.Close()
+	if l.refused != nil {
+		l.refused(caller, reason, msg)
+	}
+}
+
+// writeRawError writes a complete HTTP/1.1 error answer on a connection no
+// handler serves, so the refused client reads a 429 with Retry-After, as
+// from any other limit, rather than a bare hang-up.
+func writeRawError(c net.Conn, e *APIError) {
+	rec := newBufferedResponse()
+	writeError(rec, e)
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", rec.status, http.StatusText(rec.status))
+	for k, vs := range rec.h {
+		for _, v := range vs {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
+	}
+	fmt.Fprintf(&b, "Content-Length: %d\r\nConnection: close\r\n\r\n%s", rec.body.Len(), rec.body.String())
+	_ = c.SetWriteDeadline(time.Now().Add(connRefusalWriteTimeout))
+	_, _ = c.Write([]byte(b.String()))
+}
+
+// bufferedResponse is the least http.ResponseWriter writeError needs.
+type bufferedResponse struct {
+	h      http.Header
+	status int
+	body   strings.Builder
+}
+
+func newBufferedResponse() *bufferedResponse { return &bufferedResponse{h: http.Header{}} }
+
+func (r *bufferedResponse) Header() http.Header         { return r.h }
+func (r *bufferedResponse) WriteHeader(status int)      { r.status = status }
+func (r *bufferedResponse) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+// reserveBody takes n bytes of uid's body budget; false when they do not
+// fit. release gives them back (idempotent).
+func (l *callerLimits) reserveBody(uid int, n int64) (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bodies[uid]+n > l.bodyBudget {
+		l.bodyRefused++
+		return nil, false
+	}
+	l.bodies[uid] += n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.bodies[uid] -= n; l.bodies[uid] <= 0 {
+				delete(l.bodies, uid)
+			}
+		})
+	}, true
+}
+
+// writeMetrics appends the limits' metrics to /metrics.
+func (l *callerLimits) writeMetrics(w http.ResponseWriter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("# HELP sandboxd_connections_open API connections open now.\n# TYPE sandboxd_connections_open gauge\n")
+	fmt.Fprintf(&b, "sandboxd_connections_open %d\n", l.total)
+	b.WriteString("# HELP sandboxd_connections_refused_total Connections refused at accept: the caller's share or the global maximum was held.\n")
+	b.WriteString("# TYPE sandboxd_connections_refused_total counter\n")
+	for _, r := range []string{connRefusedCaller, connRefusedGlobal} {
+		fmt.Fprintf(&b, "sandboxd_connections_refused_total{reason=%q} %d\n", r, l.connRefused[r])
+	}
+	b.WriteString("# HELP sandboxd_bodies_refused_total Requests refused before their body was read: the caller's body budget was in use.\n")
+	b.WriteString("# TYPE sandboxd_bodies_refused_total counter\n")
+	fmt.Fprintf(&b, "sandboxd_bodies_refused_total %d\n", l.bodyRefused)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// limitBodies guards the requests whose bodies are read into memory (every
+// POST: execs and session creation). Before a byte of the body is read it
+// asks the gate, for an exec, whether the caller could run or wait at all,
+// then takes the caller's budget for the body — the Content-Length, or the
+// maximum body when the length is unknown — until the request is answered
+// (an exec's decoded request stays in memory while it runs). Either
+// refusal is a 429 that cost the supervisor no memory. Uploads (PUT) stream
+// to disk and are bounded by the workspace quota instead.
+func (s *Server) limitBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		caller, _ := callerFrom(r.Context()) // authorize ran first
+		if strings.HasSuffix(r.URL.Path, "/exec") {
+			if err := s.gate.Check(caller.UID); err != nil {
+				s.refuseEarly(w, r, caller, s.queueRefusal(caller, err))
+				return
+			}
+		}
+		want := s.cfg.MaxBodyBytes
+		if r.ContentLength >= 0 && r.ContentLength < want {
+			want = r.ContentLength
+		}
+		release, ok := s.limits.reserveBody(caller.UID, want)
+		if !ok {
+			s.refuseEarly(w, r, caller, limitExceeded(fmt.Sprintf(
+				"uid %d has request bodies in flight up to its budget of %d bytes (--caller-body-budget); retry later",
+				caller.UID, s.cfg.CallerBodyBudget)))
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// queueRefusal is the 429 for an exec the gate will not take.
+func (s *Server) queueRefusal(caller Caller, err error) *APIError {
+	if errors.Is(err, admission.ErrShareFull) {
+		return limitExceeded(fmt.Sprintf("uid %d already has execs waiting for a slot: %d waiting, its share of the queue (--max-queued-execs-per-caller); retry later",
+			caller.UID, s.cfg.QueueShare()))
+	}
+	return limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.cfg.MaxConcurrentExecs, s.cfg.MaxQueuedExecs))
+}
+
+// refuseEarly answers a request refused before its body was read. Its
+// accept record goes through the refusal limiter: one record per caller
+// per interval, the rest counted.
+func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller Caller, e *APIError) {
+	execID := newExecID()
+	if strings.HasSuffix(r.URL.Path, "/exec") {
+		w.Header().Set(api.ExecIDHeader, execID)
+		s.metrics.exec(OutcomeRefused)
+		s.metrics.refuse(e.Code)
+	}
+	s.auditRefusal(s.record(execID, audit.StepAccept, caller, e, map[string]any{
+		"method": r.Method, "path": r.URL.Path, "content_length": r.ContentLength, "body_read": false,
+	}))
+	s.log.Info("request refused before its body was read", "caller_uid", caller.UID, "path", r.URL.Path, "reason", e.Message)
+	// The body is left unread: net/http closes a connection whose body was
+	// not consumed, so a slow or huge sender loses its connection too.
+	w.Header().Set("Connection", "close")
+	writeError(w, e)
+}
+
+// auditRefusal writes a refusal record, at most one per caller per
+// refusalInterval (audit.RefusalLimiter); a failure is logged, since the
+// request is refused either way.
+func (s *Server) auditRefusal(rec audit.Record) {
+	if s.refusals == nil {
+		if err := s.writeAudit(rec); err != nil {
+			s.log.Error("audit write failed for a refused request", "err", err)
+		}
+		return
+	}
+	written, err := s.refusals.Write(rec.CallerUID, rec)
+	if err != nil {
+		s.log.Error("audit write failed for a refused request", "err", err)
+	} else if written {
+		s.metrics.auditWritten()
+	}
+}
+
+// startRefusalFlusher writes the aggregate refusal records once a second
+// until the returned stop is called; stop writes the rest and returns once
+// they are written, so they precede the audit log's stop record.
+func (s *Server) startRefusalFlusher() (stop func()) {
+	if s.refusals == nil {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	flush := func(all bool) {
+		if err := s.refusals.Flush(all, newExecID); err != nil {
+			s.log.Error("audit write failed for aggregated refusals", "err", err)
+		}
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(refusalInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				flush(false)
+			case <-done:
+				flush(true)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// connRefused audits a connection refused at accept.
+func (s *Server) connRefused(c Caller, reason, msg string) {
+	// Method and path are empty: no request was read.
+	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), map[string]any{
+		"method": "", "path": "", "connection_refused": reason}))
+}
