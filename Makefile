@@ -6,6 +6,9 @@ PREFIX    ?= /usr/local
 # The helper reads its trust-defining config from this path only; it is
 # compiled in, never taken from argv or the environment.
 NSINIT_CONFIG ?= /etc/sandboxd/nsinit.json
+# The namespace-owner file (one line UID:GID of sandboxd-ns, root-owned):
+# compiled into the C prelude as SBX_OWNER_PATH, read before Go starts.
+NSINIT_OWNER ?= /etc/sandboxd/nsinit.owner
 
 PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
@@ -27,7 +30,9 @@ bin/sandboxctl: FORCE
 # every launch, and the dynamic loader cost it ~1.2 ms of each (make bench).
 NSINIT_TAGS := netgo,osusergo
 bin/sandboxd-nsinit: FORCE
-	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(NSINIT_TAGS)' -ldflags '$(NSINIT_LDFLAGS) -linkmode external -extldflags -static' -o $@ ./cmd/sandboxd-nsinit
+	@case '$(NSINIT_OWNER)' in /*) ;; *) echo "NSINIT_OWNER must be an absolute path"; exit 1;; esac
+	@case '$(NSINIT_OWNER)' in *[\'\"\ \\]*) echo "NSINIT_OWNER may not contain quotes, blanks or backslashes"; exit 1;; esac
+	CGO_ENABLED=1 CGO_CFLAGS="-O2 -g '-DSBX_OWNER_PATH=\"$(NSINIT_OWNER)\"'" $(GO) build -trimpath -tags '$(NSINIT_TAGS)' -ldflags '$(NSINIT_LDFLAGS) -linkmode external -extldflags -static' -o $@ ./cmd/sandboxd-nsinit
 
 bin/sandboxd-exec: nsinit/shim/sandboxd-exec.c
 	@mkdir -p bin

@@ -22,7 +22,7 @@ import (
 // auditLogPath is a fresh audit log path in the installation's state dir,
 // passed to the supervisor with --audit-log (the last flag wins).
 func auditLogPath(in *installation) string {
-	return in.path("state", "audit-own-"+randID()+".log")
+	return in.path("state/logs", "audit-own-"+randID()+".log")
 }
 
 // auditRead verifies the log at path (it must be intact) and returns its
@@ -395,7 +395,7 @@ func TestAuditSupervisorKilledMidExec(t *testing.T) {
 // each one. It prints the counts.
 func TestAuditMutations(t *testing.T) {
 	in := setup(t)
-	dir := in.path("state", "audit-mut-"+randID())
+	dir := in.path("state/logs", "audit-mut-"+randID())
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

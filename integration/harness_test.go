@@ -86,6 +86,11 @@ type installation struct {
 	uid          int
 	gid          int
 	created      bool // the test user was created by this run
+	// ownerUID and ownerGID are the namespace owner's (testUser+"-ns"),
+	// as make install creates sandboxd-ns.
+	ownerUID     int
+	ownerGID     int
+	ownerCreated bool
 	repo         string
 }
 
@@ -129,6 +134,9 @@ func install(repo string) (*installation, error) {
 	_ = exec.Command("pkill", "-KILL", "-u", testUser).Run()
 	in.uid, _ = strconv.Atoi(u.Uid)
 	in.gid, _ = strconv.Atoi(u.Gid)
+	if err := in.createOwner(); err != nil {
+		return nil, err
+	}
 
 	prefix, err := os.MkdirTemp("/tmp", "sandboxd-it-")
 	if err != nil {
@@ -138,12 +146,15 @@ func install(repo string) (*installation, error) {
 	if err := os.Chmod(prefix, 0o755); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"bin", "libexec", "etc", "etc/profiles"} {
+	// As make install lays it out: the directory holding workspaces/ is
+	// root-owned (the helper refuses a workspace root whose parent the
+	// supervisor could rename), the supervisor's own state is below it.
+	for _, d := range []string{"bin", "libexec", "etc", "etc/profiles", "state"} {
 		if err := os.MkdirAll(in.path(d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	for _, d := range []string{"state", "state/workspaces", "run"} {
+	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "run"} {
 		if err := os.MkdirAll(in.path(d), 0o700); err != nil {
 			return nil, err
 		}
@@ -161,6 +172,10 @@ func install(repo string) (*installation, error) {
 			return nil, err
 		}
 	}
+	// The namespace-owner file, as make install writes it.
+	if err := os.WriteFile(in.path("etc/nsinit.owner"), []byte(fmt.Sprintf("%d:%d\n", in.ownerUID, in.ownerGID)), 0o644); err != nil {
+		return nil, err
+	}
 	// The default helper, and its config.
 	if err := in.buildHelper("nsinit", in.path("etc/nsinit.json"), true); err != nil {
 		return nil, err
@@ -177,6 +192,26 @@ func install(repo string) (*installation, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// createOwner creates the namespace-owner user (testUser+"-ns"), as make
+// install creates sandboxd-ns: a system user with its own group.
+func (in *installation) createOwner() error {
+	name := testUser + "-ns"
+	if _, err := user.Lookup(name); err != nil {
+		if err := run("useradd", "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name); err != nil {
+			return err
+		}
+		in.ownerCreated = true
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return err
+	}
+	_ = exec.Command("pkill", "-KILL", "-u", name).Run()
+	in.ownerUID, _ = strconv.Atoi(u.Uid)
+	in.ownerGID, _ = strconv.Atoi(u.Gid)
+	return nil
 }
 
 // delegateCgroups creates the delegated cgroup directory for the test user
@@ -205,17 +240,24 @@ func (in *installation) helperConfig() config.Config {
 	return config.Default(in.path("state/workspaces"), in.path("bin/sandboxd-exec"), in.path("etc/profiles/payload.json"))
 }
 
-// buildHelper builds sandboxd-nsinit with configPath compiled in, installs
-// it as libexec/<name> (root:<test group>, 0750) and, when withCaps, gives it
-// its file capabilities.
+// helperFileCaps is the helper's file capability set (nsinit.FileCaps).
+const helperFileCaps = "cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin+p"
+
+// buildHelper builds sandboxd-nsinit with configPath and this installation's
+// owner file compiled in, installs it as libexec/<name> (root:<test group>,
+// 0750) and, when withCaps, gives it its file capabilities.
 func (in *installation) buildHelper(name, configPath string, withCaps bool) error {
+	return in.buildHelperFrom(name, configPath, in.path("etc/nsinit.owner"), withCaps)
+}
+
+func (in *installation) buildHelperFrom(name, configPath, ownerPath string, withCaps bool) error {
 	dst := in.path("libexec", name)
-	// As the Makefile builds it (static), with this installation's config path.
+	// As the Makefile builds it (static), with this installation's paths.
 	cmd := exec.Command("go", "build", "-trimpath", "-o", dst, "-tags", "netgo,osusergo",
 		"-ldflags", "-X github.com/sandboxd/sandboxd/nsinit/config.DefaultPath="+configPath+" -linkmode external -extldflags -static",
 		"./cmd/sandboxd-nsinit")
 	cmd.Dir = in.repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", `CGO_CFLAGS=-O2 -g '-DSBX_OWNER_PATH="`+ownerPath+`"'`)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build helper: %v: %s", err, out)
 	}
@@ -226,7 +268,7 @@ func (in *installation) buildHelper(name, configPath string, withCaps bool) erro
 		return err
 	}
 	if withCaps {
-		return run("setcap", "cap_sys_admin,cap_net_admin+ep", dst)
+		return run("setcap", helperFileCaps, dst)
 	}
 	return nil
 }
@@ -270,6 +312,7 @@ type supervisorOpts struct {
 	extra   []string // extra flags
 	env     []string // extra environment
 	wrapper []string // argv prefix run as root before the supervisor (e.g. seccompexec)
+	groups  []uint32 // supplementary groups of the supervisor (default none)
 }
 
 func randID() string {
@@ -286,7 +329,7 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 	}
 	id := randID()
 	s := &supervisor{t: t, in: in, logs: &bytes.Buffer{}, done: make(chan struct{}),
-		socket: in.path("run", "s-"+id+".sock"), audit: in.path("state", "audit-"+id+".log")}
+		socket: in.path("run", "s-"+id+".sock"), audit: in.path("state/logs", "audit-"+id+".log")}
 	args := []string{
 		"--socket", s.socket,
 		"--state-dir", in.path("state"),
@@ -302,7 +345,11 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 		s.cmd = exec.Command(argv[0], argv[1:]...)
 	} else {
 		s.cmd = exec.Command(bin, args...)
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+		groups := o.groups
+		if groups == nil {
+			groups = []uint32{}
+		}
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: groups}}
 	}
 	s.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, o.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
@@ -501,6 +548,9 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(shared.prefix)
 		if shared.created {
 			_ = run("userdel", testUser)
+		}
+		if shared.ownerCreated {
+			_ = run("userdel", testUser+"-ns")
 		}
 	}
 	os.Exit(code)

@@ -145,7 +145,7 @@ func TestI2HelperHoldsNoHostCapability(t *testing.T) {
 	s := in.startSupervisor(t, supervisorOpts{})
 
 	out, err := exec.Command("getcap", in.path("libexec/nsinit")).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "cap_net_admin,cap_sys_admin=ep") {
+	if err != nil || !strings.Contains(string(out), "cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin=p") {
 		t.Fatalf("helper file capabilities: %q %v", out, err)
 	}
 	st, err := os.Stat(in.path("libexec/nsinit"))

@@ -290,7 +290,7 @@ func TestSessionQuota(t *testing.T) {
 
 func TestSessionTTLAndArchive(t *testing.T) {
 	in := setup(t)
-	archive := in.path("state", "archive-"+randID())
+	archive := in.path("state/logs", "archive-"+randID())
 	if err := os.Mkdir(archive, 0o700); err != nil {
 		t.Fatal(err)
 	}

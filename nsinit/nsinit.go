@@ -5,7 +5,9 @@
 //
 // It owns: reading and validating the spec against its own root-owned config,
 // verifying the network namespace, compiling the payload's seccomp profile,
-// rlimits and no_new_privs, and building bubblewrap's argv and environment.
+// rlimits and no_new_privs, building bubblewrap's argv and environment,
+// and staying bwrap's parent (its relay) so that kills and the supervisor's
+// death reach a bwrap that runs as the namespace owner.
 //
 // It must never take a trust-defining setting (bwrap path, binds, profile,
 // workspace root) from the supervisor, never pass the supervisor's or its
@@ -20,8 +22,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -35,9 +41,14 @@ import (
 // exec result's policy attestation.
 var Version = "0.1.0-dev"
 
+// FileCaps is the helper's exact file capability set: permitted only, so
+// that nothing is effective until the prelude raises one capability around
+// the one call that needs it (see SECURITY.md for the syscall behind each).
+const FileCaps = "cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin+p"
+
 // fixCapabilities is the operator's fix when the helper lacks its privilege.
 func fixCapabilities(helper string) string {
-	return fmt.Sprintf("give the helper its file capabilities (setcap cap_sys_admin,cap_net_admin+ep %s) and start sandboxd without no_new_privs and with CAP_SYS_ADMIN and CAP_NET_ADMIN in its bounding set; run `sandboxctl doctor` to see which is missing", helper)
+	return fmt.Sprintf("give the helper its file capabilities (setcap %s %s) and start sandboxd without no_new_privs and with CAP_SETUID, CAP_SETGID, CAP_SYS_ADMIN and CAP_NET_ADMIN in its bounding set; run `sandboxctl doctor` to see which is missing", FileCaps, helper)
 }
 
 // launch carries the state of one launch through the steps of Main.
@@ -50,23 +61,33 @@ type launch struct {
 	probe      bool
 	fds        BwrapFDs
 	profileSHA string
+	// parentGone receives the parent-death signal (SIGTERM) once the
+	// helper is bwrap's relay.
+	parentGone chan os.Signal
 }
 
 // Main runs the helper's launch order and returns its exit status; on
-// success it does not return (bwrap replaces the process). The order is the
+// success, bwrap's (the helper waits for it as its relay). The order is the
 // one in DESIGN.md, one report per step:
 //
 //	enter    config, spec, the prelude's namespaces, the workspace fd
 //	network  only "lo", up, in the prelude's network namespace
 //	seccomp  the payload profile compiled to cBPF for bwrap's --seccomp
 //	drop     no capability in any thread, rlimits, no_new_privs
-//	exec     bwrap with the argv and environment built here
+//	exec     bwrap, forked as the namespace owner with the argv and
+//	         environment built here; the helper relays until it exits
 func Main(pre PreludeOutcome) int {
-	// no_new_privs and the final execve must happen on the same thread.
+	// no_new_privs, the final credential switch and execve must happen on
+	// the same thread (PDEATHSIG and no_new_privs are per thread).
 	runtime.LockOSThread()
 	// Nothing of the supervisor's environment may reach bwrap or the payload.
 	os.Clearenv()
-
+	rep := &reporter{f: os.NewFile(spec.FDReport, "report"), start: pre.StartedNS}
+	// The prelude's outcome before anything else: no config, no spec, no
+	// supervisor-controlled byte is parsed after a failed prelude.
+	if pre.FailedStep != "" {
+		return preludeFailed(rep, pre)
+	}
 	for _, fd := range []int{spec.FDSpec, spec.FDReport, spec.FDStatus, spec.FDRelease} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			fmt.Fprintf(os.Stderr, "sandboxd-nsinit: fd %d not open: it is meant to be started by sandboxd with the spec on fd 3, reports on fd 4, bwrap status on fd 5, the release pipe on fd 6\n", fd)
@@ -75,62 +96,88 @@ func Main(pre PreludeOutcome) int {
 	}
 	unix.CloseOnExec(spec.FDReport)
 	unix.CloseOnExec(spec.FDRelease)
-	l := &launch{rep: &reporter{f: os.NewFile(spec.FDReport, "report"), start: pre.StartedNS}, pre: pre}
+	l := &launch{rep: rep, pre: pre}
 	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
 		if status := step(); status != 0 {
 			return status
 		}
 	}
-	return spec.ExitExec // unreachable: exec either replaced us or failed
+	return spec.ExitExec // unreachable: exec returns bwrap's status or fails
+}
+
+// preludeFacts are the prelude's facts, in every enter report.
+func preludeFacts(pre PreludeOutcome) *facts.Enter {
+	return &facts.Enter{
+		RUID: pre.RUID, RGID: pre.RGID, EUID: pre.EUID, EGID: pre.EGID,
+		OwnerUID: pre.OwnerUID, OwnerGID: pre.OwnerGID, OwnerFile: pre.OwnerPath,
+		UIDMap: strings.TrimSpace(pre.UIDMap), GIDMap: strings.TrimSpace(pre.GIDMap),
+		Setgroups: "deny", HolderPID: pre.HolderPID,
+		PreludeUS: (pre.FinishedNS - pre.StartedNS) / 1000, CapsEffectiveUS: pre.CapsNS / 1000,
+	}
+}
+
+// preludeFailed reports a failed prelude, with its reason and the fix.
+func preludeFailed(rep *reporter, pre PreludeOutcome) int {
+	status, fix := spec.ExitEnter, fixCapabilities(selfPath())
+	if pre.FailedStep == "network" {
+		status = spec.ExitNetwork
+	}
+	switch pre.Reason.String() {
+	case spec.ReasonUsernsLimit:
+		fix = "raise user.max_user_namespaces: echo 'user.max_user_namespaces = 15000' > /etc/sysctl.d/90-sandboxd.conf && sysctl --system (`sandboxctl doctor` checks it)"
+	case spec.ReasonRoot:
+		fix = "start sandboxd as its service user, never as root"
+	case spec.ReasonOwnerFile, spec.ReasonOwnerIDs:
+		fix = fmt.Sprintf("run `make install`: it creates the namespace-owner user sandboxd-ns and writes %s (one line UID:GID, root-owned); `sandboxctl doctor` checks it", pre.OwnerPath)
+	case spec.ReasonFork:
+		fix = "the service user's RLIMIT_NPROC is reached: raise it, or run fewer processes as that user"
+	case spec.ReasonUsernsRefused:
+		fix = "the host refuses user namespaces even with CAP_SYS_ADMIN (an LSM policy or a seccomp filter): allow them for the helper; `sandboxctl doctor` checks it"
+	case spec.ReasonSupervisorGone:
+		fix = ""
+	}
+	ef := preludeFacts(pre)
+	ef.Reason = pre.Reason.String()
+	var failed facts.Helper = ef
+	if pre.FailedStep == facts.StepNetwork {
+		failed = &facts.Network{Enter: ef}
+	}
+	if _, err := unix.FcntlInt(uintptr(spec.FDReport), unix.F_GETFD, 0); err != nil {
+		// Not started by sandboxd (no report fd): say it on stderr.
+		fmt.Fprintf(os.Stderr, "sandboxd-nsinit: %s: %v (reason %s); fix: %s\n", pre.FailedStep, pre.Err(), pre.Reason, fix)
+		return status
+	}
+	return rep.fail(failed, status, pre.Err(), fix)
 }
 
 func (l *launch) enter() int {
+	ef := preludeFacts(l.pre)
 	cfg, err := config.Load(config.DefaultPath)
 	if err != nil {
-		return l.rep.fail(&facts.Enter{}, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
+		return l.rep.fail(ef, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
 	}
 	l.cfg = cfg
 	specFile := os.NewFile(spec.FDSpec, "spec")
 	s, err := spec.Decode(specFile)
 	specFile.Close()
 	if err != nil {
-		return l.rep.fail(&facts.Enter{}, spec.ExitSpec, err, "")
+		return l.rep.fail(ef, spec.ExitSpec, err, "")
 	}
 	l.spec = s
 	if err := l.checkSpec(); err != nil {
-		return l.rep.fail(&facts.Enter{}, spec.ExitSpec, err, "")
+		return l.rep.fail(ef, spec.ExitSpec, err, "")
 	}
-
-	ef := &facts.Enter{
-		ExecID: s.ExecID, CallerUID: s.CallerUID, Runtime: s.Runtime, Probe: l.probe,
-		HelperVersion: Version, Config: config.DefaultPath, ConfigSHA256: fileSHA256(config.DefaultPath),
-		EUID: l.pre.EUID, EGID: l.pre.EGID,
-		UIDMap: strings.TrimSpace(l.pre.UIDMap), GIDMap: strings.TrimSpace(l.pre.GIDMap),
-		Setgroups: "deny", HolderPID: l.pre.HolderPID,
-		PreludeUS: (l.pre.FinishedNS - l.pre.StartedNS) / 1000,
-	}
-	if l.pre.FailedStep != "" {
-		status, fix := spec.ExitEnter, fixCapabilities(selfPath())
-		var failed facts.Helper = ef
-		switch {
-		case l.pre.FailedStep == facts.StepNetwork:
-			status, failed = spec.ExitNetwork, &facts.Network{Enter: ef}
-		case l.pre.FailedStep == facts.StepDrop:
-			status, failed = spec.ExitDrop, &facts.Drop{Enter: ef}
-		case l.pre.Errno == unix.ENOSPC:
-			fix = "raise user.max_user_namespaces: echo 'user.max_user_namespaces = 15000' > /etc/sysctl.d/90-sandboxd.conf && sysctl --system (`sandboxctl doctor` checks it)"
-		case strings.Contains(l.pre.Message, "uid or gid 0"):
-			fix = "start sandboxd as its service user, never as root"
-		}
-		return l.rep.fail(failed, status, l.pre.Err(), fix)
-	}
+	ef.ExecID, ef.CallerUID, ef.Runtime, ef.Probe = s.ExecID, s.CallerUID, s.Runtime, l.probe
+	ef.HelperVersion, ef.Config, ef.ConfigSHA256 = Version, config.DefaultPath, fileSHA256(config.DefaultPath)
 	ef.UsernsInode = nsInode(fmt.Sprintf("/proc/self/fd/%d", l.pre.UsernsFD))
 	ef.OwnUsernsInode = nsInode("/proc/self/ns/user")
 	l.fds.Userns = l.pre.UsernsFD
 
-	ws, err := openWorkspace(cfg.WorkspaceRoot, s.Workspace, l.pre.EUID)
+	// The workspace is opened with the caller's euid (the prelude left it
+	// so): the supervisor may only hand its own directories to a sandbox.
+	ws, err := openWorkspace(cfg.WorkspaceRoot, s.Workspace, l.pre.RUID)
 	if err != nil {
-		return l.rep.fail(ef, spec.ExitSpec, err, "")
+		return l.rep.fail(ef, spec.ExitSpec, err, fixWorkspaceRoot)
 	}
 	l.fds.Workspace = ws
 	ef.Workspace = s.Workspace
@@ -168,15 +215,30 @@ func (l *launch) checkSpec() error {
 	return nil
 }
 
+// fixWorkspaceRoot is the fix when the workspace root is refused.
+const fixWorkspaceRoot = "lay out the state directory as make install does: the directory holding workspaces/ (e.g. /var/lib/sandboxd) root-owned and not writable by group or others, workspaces/ itself a real directory owned by the service user"
+
 // openWorkspace opens root/name as an O_PATH directory fd without following
 // any symlink and without leaving root, and checks that the supervisor's uid
 // owns it: the supervisor may only hand its own directories to a sandbox.
+// The root itself is opened with O_NOFOLLOW below a root-owned parent that
+// the supervisor cannot write, so it cannot be swapped for a symlink.
 func openWorkspace(root, name string, owner int) (int, error) {
-	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err := config.CheckRootOwned(filepath.Dir(root)); err != nil {
+		return -1, fmt.Errorf("workspace root %q: its parent must be root-owned: %w", root, err)
+	}
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("open workspace root %q: %w", root, err)
+		return -1, fmt.Errorf("open workspace root %q (a symlink is refused): %w", root, err)
 	}
 	defer unix.Close(rootFD)
+	var st unix.Stat_t
+	if err := unix.Fstat(rootFD, &st); err != nil {
+		return -1, fmt.Errorf("stat workspace root %q: %w", root, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != owner {
+		return -1, fmt.Errorf("workspace root %q is not a directory owned by the supervisor's uid %d (mode %o, uid %d)", root, owner, st.Mode, st.Uid)
+	}
 	// Inheritable on purpose (no O_CLOEXEC): bwrap binds it with --bind-fd.
 	fd, err := unix.Openat2(rootFD, name, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY,
@@ -185,7 +247,6 @@ func openWorkspace(root, name string, owner int) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("open workspace %q below %q: %w", name, root, err)
 	}
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("stat workspace %q: %w", name, err)
@@ -354,8 +415,95 @@ func (l *launch) exec() int {
 	xf.ProfileSHA256 = l.profileSHA
 	xf.HelperVersion = Version
 	xf.CodeSHA256 = sha256Hex(l.spec.Code)
-	// Wait until the supervisor has placed this process in the exec's
-	// cgroup: everything bwrap starts must start inside it.
+	if status := l.awaitRelease(xf); status != 0 {
+		return status
+	}
+	xf.BwrapUID, xf.BwrapGID = l.pre.OwnerUID, l.pre.OwnerGID
+	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
+	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.
+	pid, err := syscall.ForkExec(cfg.Bwrap, argv, &syscall.ProcAttr{
+		Env: cfg.BaseEnv, Files: []uintptr{0, 1, 2},
+		// bwrap refuses a real uid other than its effective one and must
+		// own the namespace it joins (--userns): every uid the owner's
+		// (execve makes the saved ids the effective ones), so the caller
+		// cannot ptrace bwrap while it holds capabilities in the namespace.
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: &syscall.Credential{
+			Uid: uint32(l.pre.OwnerUID), Gid: uint32(l.pre.OwnerGID), NoSetGroups: true}},
+	})
+	if err != nil {
+		return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap")
+	}
+	l.rep.ok(xf)
+	return l.relay(pid)
+}
+
+// relay stays bwrap's parent until bwrap exits, and exits as bwrap did.
+//
+// Why not exec bwrap: bwrap runs with every uid the namespace owner's, and
+// the kernel checks a parent-death signal like a kill(2) from the dying
+// parent. The supervisor (the service uid) may not signal bwrap, and bwrap
+// may not signal its own reaper once that switched to the payload's uid, so
+// neither death would take the sandbox down. This process bridges both: the
+// supervisor may signal it (SIGKILL, or its parent-death SIGTERM); its death
+// delivers bwrap's parent-death signal (its real uid is the owner's); and on
+// the supervisor's death it stops bwrap, kills bwrap's reaper -- which
+// takes the sandbox's whole pid namespace with it -- and then bwrap.
+func (l *launch) relay(pid int) int {
+	for _, fd := range []int{spec.FDReport, spec.FDStatus, spec.FDRelease, l.fds.Userns, l.fds.Seccomp, l.fds.Workspace, l.fds.Env, l.fds.Code} {
+		if fd > 2 {
+			unix.Close(fd)
+		}
+	}
+	// Only bwrap's tree may hold the payload's stdio: the supervisor reads
+	// them to EOF.
+	if null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			_ = unix.Dup3(null, fd, 0)
+		}
+		unix.Close(null)
+	}
+	go func() {
+		<-l.parentGone
+		killSandbox(pid)
+	}()
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return spec.ExitExec
+		}
+		break
+	}
+	if ws.Signaled() {
+		// Die the same way, so the supervisor sees bwrap's signal.
+		signal.Reset(ws.Signal())
+		_ = unix.Kill(os.Getpid(), ws.Signal())
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// killSandbox stops bwrap (so it forks nothing more), kills its children --
+// the reaper, pid 1 of the sandbox, whose death kills the pid namespace --
+// and then bwrap.
+func killSandbox(bwrap int) {
+	_ = unix.Kill(bwrap, unix.SIGSTOP)
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", bwrap, bwrap))
+	for _, f := range strings.Fields(string(b)) {
+		if child, err := strconv.Atoi(f); err == nil {
+			_ = unix.Kill(child, unix.SIGKILL)
+		}
+	}
+	_ = unix.Kill(bwrap, unix.SIGKILL)
+}
+
+// awaitRelease waits until the supervisor has placed this process in the
+// exec's cgroup (everything bwrap starts must start inside it), takes the
+// relay's credentials, and makes sure the supervisor is still there.
+func (l *launch) awaitRelease(xf *facts.Exec) int {
 	var b [1]byte
 	for {
 		n, err := unix.Read(spec.FDRelease, b[:])
@@ -367,26 +515,104 @@ func (l *launch) exec() int {
 		}
 		break
 	}
-	unix.Close(spec.FDRelease)
-	l.rep.ok(xf)
-	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
-	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.
-	err = unix.Exec(cfg.Bwrap, argv, cfg.BaseEnv)
-	return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap")
+	// The supervisor's death must reach this process as a signal it can
+	// act on (see relay): caught before the parent-death signal is armed.
+	l.parentGone = make(chan os.Signal, 1)
+	signal.Notify(l.parentGone, syscall.SIGTERM)
+	if err := becomeRelay(l.pre); err != nil {
+		return l.rep.fail(xf, spec.ExitDrop, err, "")
+	}
+	if err := supervisorGone(); err != nil {
+		xf.Reason = spec.ReasonSupervisorGone
+		return l.rep.fail(xf, spec.ExitUsage, err, "")
+	}
+	return 0
+}
+
+// becomeRelay sets the credentials this process keeps while it is bwrap's
+// parent: real ids the namespace owner's, effective and saved ids the
+// caller's. The caller (supervisor) may then signal it (the kernel accepts
+// a sender whose uid matches the target's saved uid), but not ptrace it
+// (that needs all three to match); it may signal bwrap (real uid = owner)
+// and bwrap's reaper (effective uid = caller). No capability is needed:
+// each id is one the process already has. Go applies it to every thread.
+// The credential change clears the parent-death signal: it is set again on
+// this (locked) thread, the one that forks bwrap, as SIGTERM, so that the
+// supervisor's death is handled (relay) rather than just killing this
+// process, whose death alone could not take bwrap's reaper down.
+func becomeRelay(pre PreludeOutcome) error {
+	if err := syscall.Setresgid(pre.OwnerGID, pre.RGID, pre.RGID); err != nil {
+		return fmt.Errorf("setresgid(%d, %d, %d): %w", pre.OwnerGID, pre.RGID, pre.RGID, err)
+	}
+	if err := syscall.Setresuid(pre.OwnerUID, pre.RUID, pre.RUID); err != nil {
+		return fmt.Errorf("setresuid(%d, %d, %d): %w", pre.OwnerUID, pre.RUID, pre.RUID, err)
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
+		return fmt.Errorf("re-arm PR_SET_PDEATHSIG: %w", err)
+	}
+	return nil
+}
+
+// supervisorGone polls the release pipe: the supervisor keeps its write end
+// open until it has reaped this process, so a hang-up means it died --
+// perhaps before the parent-death signal was re-armed.
+func supervisorGone() error {
+	p := []unix.PollFd{{Fd: spec.FDRelease, Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(p, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("poll the release pipe: %w", err)
+		}
+		break
+	}
+	if p[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+		return errors.New("the supervisor hung up the release pipe (fd 6) before bwrap started: it is gone")
+	}
+	return nil
 }
 
 // MountsDigest is the sha256 of everything that decides what the payload
-// can see, for the policy attestation of an exec result.
+// can see, for the policy attestation of an exec result. It is the mount
+// plan handed to bwrap, not read back from inside the sandbox (that would
+// let the attested code write its own attestation), but it includes which
+// -try sources exist at launch: bwrap skips a missing one, so a missing
+// source must change the digest.
 func MountsDigest(cfg *config.Config, tmpSize int64) string {
 	b, _ := json.Marshal(struct {
 		ROBinds  []string
+		Present  []string
 		Symlinks []config.Symlink
 		Devices  []string
+		DevKinds []string
 		Shim     string
 		TmpSize  int64
 		Writable []string
-	}{cfg.ROBinds, cfg.Symlinks, cfg.Devices, cfg.Shim, tmpSize, []string{"/workspace", "/tmp", "/dev/shm"}})
+	}{cfg.ROBinds, sourceKinds(cfg.ROBinds), cfg.Symlinks, cfg.Devices, sourceKinds(cfg.Devices), cfg.Shim, tmpSize,
+		[]string{"/workspace", "/tmp", "/dev/shm"}})
 	return sha256Hex(b)
+}
+
+// sourceKinds says, for each bind source, what bwrap will find there
+// (following symlinks, as bwrap does): "dir", "file", "dev" or "absent".
+func sourceKinds(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil:
+			out[i] = "absent"
+		case st.IsDir():
+			out[i] = "dir"
+		case st.Mode()&os.ModeDevice != 0:
+			out[i] = "dev"
+		default:
+			out[i] = "file"
+		}
+	}
+	return out
 }
 
 // sealedMemfd returns an inheritable memfd holding data, sealed against any

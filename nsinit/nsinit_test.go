@@ -176,6 +176,24 @@ func TestMountsDigest(t *testing.T) {
 	}
 }
 
+// TestMountsDigestObservesMissingSources: bwrap skips a missing
+// --ro-bind-try source; the digest must tell that launch apart.
+func TestMountsDigestObservesMissingSources(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "opt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := testConfig()
+	c.ROBinds = append(c.ROBinds, dir)
+	present := MountsDigest(c, 1<<20)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if MountsDigest(c, 1<<20) == present {
+		t.Fatal("a missing --ro-bind-try source leaves the digest unchanged")
+	}
+}
+
 func TestSHA256Helpers(t *testing.T) {
 	// sha256("") and sha256("abc"), FIPS 180-2.
 	if got := sha256Hex(nil); got != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
@@ -198,12 +216,13 @@ func TestSHA256Helpers(t *testing.T) {
 
 func TestFixCapabilitiesNamesHelper(t *testing.T) {
 	fix := fixCapabilities("/usr/libexec/sandboxd/sandboxd-nsinit")
-	for _, want := range []string{"setcap", "cap_sys_admin", "cap_net_admin", "/usr/libexec/sandboxd/sandboxd-nsinit", "sandboxctl doctor"} {
+	for _, want := range []string{"setcap", FileCaps, "/usr/libexec/sandboxd/sandboxd-nsinit", "sandboxctl doctor"} {
 		if !strings.Contains(fix, want) {
 			t.Errorf("fix %q lacks %q", fix, want)
 		}
 	}
-	if strings.Contains(fix, "setuid") || strings.Contains(fix, "chmod u+s") {
+	// cap_setuid is a capability; a setuid bit would be a different helper.
+	if strings.Contains(fix, "setuid bit") || strings.Contains(fix, "u+s") || strings.Contains(fix, "+ep") {
 		t.Errorf("fix %q suggests a setuid bit", fix)
 	}
 }
@@ -318,7 +337,7 @@ func TestOpenWorkspace(t *testing.T) {
 		{"absolute", outside, uid, "open workspace"},
 		{"missing", "nope", uid, "open workspace"},
 		{"a file", "file", uid, "open workspace"},
-		{"another owner", "ws1", uid + 1, "owned by uid"},
+		{"another owner", "ws1", uid + 1, "owned by"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fd, err := openWorkspace(root, tc.ws, tc.owner)
@@ -336,5 +355,62 @@ func TestOpenWorkspace(t *testing.T) {
 	}
 	if _, err := openWorkspace(filepath.Join(root, "missing-root"), "ws1", uid); err == nil {
 		t.Fatal("missing root accepted")
+	}
+}
+
+// TestOpenWorkspaceRoot: the workspace root is refused when it is a symlink
+// (even to a good directory) or when its parent is not root-owned or is
+// writable by others, so that the supervisor cannot swap it.
+func TestOpenWorkspaceRoot(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir() // root-owned 0700 below sticky /tmp
+	uid := os.Geteuid()
+	parent := filepath.Join(base, "state")
+	root := filepath.Join(parent, "workspaces")
+	if err := os.MkdirAll(filepath.Join(root, "ws1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := openWorkspace(root, "ws1", uid)
+	if err != nil {
+		t.Fatalf("good layout refused: %v", err)
+	}
+	unix.Close(fd)
+
+	// A symlink in place of the root, to a directory that would pass.
+	other := filepath.Join(parent, "other")
+	if err := os.MkdirAll(filepath.Join(other, "ws1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(parent, "link")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	if fd, err := openWorkspace(link, "ws1", uid); err == nil {
+		unix.Close(fd)
+		t.Fatal("a symlinked workspace root was followed")
+	} else if !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("symlink refusal %q does not say why", err)
+	}
+
+	// A parent the supervisor could write: group/other-writable, then owned by another uid.
+	if err := os.Chmod(parent, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if fd, err := openWorkspace(root, "ws1", uid); err == nil {
+		unix.Close(fd)
+		t.Fatal("a world-writable parent of the workspace root was accepted")
+	}
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chownExec(t, parent, 1, 1)
+	if fd, err := openWorkspace(root, "ws1", uid); err == nil {
+		unix.Close(fd)
+		t.Fatal("a workspace root whose parent is not root-owned was accepted")
+	} else if !strings.Contains(err.Error(), "root-owned") {
+		t.Errorf("refusal %q does not name the fix", err)
 	}
 }

@@ -1,7 +1,9 @@
-// Command sandboxd-nsinit is sandboxd's privileged helper. It carries file
-// capabilities (cap_sys_admin, cap_net_admin; never a setuid bit), which only
-// the C prelude linked in by package prelude uses, before the Go runtime
-// starts. See SECURITY.md and package nsinit for the launch order.
+// Command sandboxd-nsinit is sandboxd's privileged helper. It carries
+// permitted-only file capabilities (cap_setgid, cap_setuid, cap_net_admin,
+// cap_sys_admin; never a setuid bit), which only the C prelude linked in by
+// package prelude uses, each raised around the one call that needs it,
+// before the Go runtime starts. See SECURITY.md and package nsinit for the
+// launch order.
 package main
 
 import (

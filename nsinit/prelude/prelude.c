@@ -1,58 +1,227 @@
 // The privileged prelude of sandboxd-nsinit. It runs as an ELF constructor,
-// before the Go runtime starts any thread, because unshare/clone of a user
-// namespace is refused (EINVAL) in a multithreaded process and because
-// capabilities are per thread: dropping them here, while the process has one
-// thread, drops them for every thread the Go runtime will ever start.
+// before the Go runtime starts any thread, because unshare(CLONE_NEWUSER)
+// is refused (EINVAL) in a multithreaded process and because capabilities
+// are per thread: dropping them here, while the process has one thread,
+// drops them for every thread the Go runtime will ever start.
 //
-// This is the ONLY code in sandboxd that runs with a host capability. In
-// order, and nothing else:
+// This is the ONLY code in sandboxd that runs with a host capability. The
+// helper's file capabilities are permitted only (cap_setgid, cap_setuid,
+// cap_net_admin, cap_sys_admin +p): the effective set is empty at exec, and
+// each capability is raised just around the one call that needs it
+// (sbx_with_cap). Nothing that can block, and no fork/clone, ever runs with
+// a capability effective (a clone with CAP_SYS_ADMIN effective is exempt
+// from RLIMIT_NPROC; a close of an inherited SO_LINGER socket can block for
+// as long as its sender likes). In order:
 //
-//   1. close every fd above the helper's fixed set (runc CVE-2024-21626);
-//   2. unshare(CLONE_NEWNET)          uses CAP_SYS_ADMIN (always required);
-//   3. bring "lo" up in it            uses CAP_NET_ADMIN;
-//   4. clone(CLONE_NEWUSER) a holder  uses CAP_SYS_ADMIN only on hosts that
-//                                     restrict unprivileged user namespaces;
-//   5. drop every capability (effective, permitted, inheritable, ambient).
+//   1. arm PR_SET_PDEATHSIG; a hung-up release pipe (fd 6) means the
+//      supervisor is gone: stop;
+//   2. mark every fd above 6 close-on-exec (runc CVE-2024-21626);
+//   3. refuse uid/gid 0; read the namespace owner from SBX_OWNER_PATH;
+//   4. CAP_SETGID: setgroups(0, NULL), setresgid(caller, owner, owner);
+//      CAP_SETUID: setresuid(caller, owner, owner);
+//   5. CAP_SYS_ADMIN: unshare(CLONE_NEWNET);
+//   6. CAP_NET_ADMIN: SIOCSIFFLAGS to bring "lo" up;
+//   7. fork the holder (no capability): it unshares CLONE_NEWUSER as the
+//      owner (raising CAP_SYS_ADMIN only if the host refuses unprivileged
+//      user namespaces) and waits;
+//   8. write its setgroups ("deny"), uid_map (CAP_SETUID) and gid_map
+//      (CAP_SETGID): inside 1000 -> the caller's uid/gid, so the payload's
+//      files stay the supervisor's; open its ns/user fd; release it;
+//   9. setresuid(caller, caller, owner): the Go part keeps the caller's
+//      euid to open the workspace; it switches to the owner before exec;
+//  10. drop every capability (ambient, then capset to empty) and verify it
+//      with capget: on any doubt, _exit(SBX_EXIT_DROP) right here;
+//  11. close every fd above 6, now that nothing is held;
+//  12. re-arm PDEATHSIG (the kernel clears it on every credential change)
+//      and look at the release pipe again.
 //
-// Everything after step 5 -- writing the holder's uid/gid maps, opening its
-// user namespace fd, and all of the Go code -- runs with no capability in the
-// initial user namespace. The holder exists only so that this process can
-// keep an fd to the new user namespace while itself staying outside it:
-// bubblewrap joins that namespace with --userns FD, so no second (nested)
-// user namespace is ever created, which hosts that restrict unprivileged
-// user namespaces would refuse.
-//
-// Failures are recorded, never acted on here: the Go side reports them on
-// the audit fd and exits with the step's status.
+// A failing step is recorded (failed_step, reason, message, errno) and the
+// remaining steps skipped, but the drop (10) always runs, and the Go side
+// checks the outcome before it parses anything.
 
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
+#include <linux/close_range.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "owner.h"
 #include "prelude.h"
 
-struct sbx_prelude sbx_prelude_result = {.userns_fd = -1};
+struct sbx_prelude sbx_prelude_result = {.userns_fd = -1, .owner_uid = -1, .owner_gid = -1};
+const char sbx_owner_path[] = SBX_OWNER_PATH;
 
-static void fail(const char *step, const char *what, int err) {
+#define SBX_NO_CAP (-1)
+
+static long long now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void fail(const char *step, int reason, const char *what, int err) {
 	struct sbx_prelude *r = &sbx_prelude_result;
 	if (r->failed_step[0] != 0) return; // keep the first failure
 	snprintf(r->failed_step, sizeof r->failed_step, "%s", step);
 	snprintf(r->message, sizeof r->message, "%s", what);
 	r->err = err;
+	r->reason = reason;
+}
+
+static int failed(void) { return sbx_prelude_result.failed_step[0] != 0; }
+
+// stop ends the process from the prelude, for failures after which the Go
+// runtime cannot be trusted or cannot start: a drop that did not happen or
+// cannot be verified (as bubblewrap dies on a failed capset), and a fork
+// refused by RLIMIT_NPROC (the Go runtime's own threads would be refused
+// too). It writes the one report line the supervisor expects (constant
+// text: no escaping needed) and exits with the step's status.
+static void stop(const char *step, const char *reason, const char *what, int err, const char *fix, int status) {
+	char line[512];
+	int n = snprintf(line, sizeof line,
+	                 "{\"step\":\"%s\",\"ok\":false,\"error\":\"prelude: %s: %s (errno %d)\",\"fix\":\"%s\",\"facts\":{\"reason\":\"%s\"}}\n",
+	                 step, what, strerror(err), err, fix, reason);
+	if (n > 0 && n < (int)sizeof line && write(SBX_FD_REPORT, line, (size_t)n) < 0) {
+		// nothing more to do: the exit status says it
+	}
+	_exit(status);
+}
+
+static void fatal(const char *what, int err) {
+	stop("drop", "drop", what, err, "", SBX_EXIT_DROP);
+}
+
+// set_effective makes cap (or nothing, SBX_NO_CAP) the whole effective set,
+// leaving permitted and inheritable as they are.
+static int set_effective(int cap) {
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capget, &hdr, data) < 0) return -1;
+	data[0].effective = data[1].effective = 0;
+	if (cap != SBX_NO_CAP) data[cap / 32].effective = 1u << (cap % 32);
+	return (int)syscall(SYS_capset, &hdr, data);
+}
+
+static long long raised_at;
+
+// raise_cap makes cap effective; lower_cap empties the effective set. A
+// failure to lower is fatal: the caller would go on with a capability.
+static int raise_cap(int cap) {
+	if (set_effective(cap) < 0) return -1;
+	raised_at = now_ns();
+	return 0;
+}
+
+static void lower_cap(void) {
+	int saved = errno;
+	if (set_effective(SBX_NO_CAP) < 0) fatal("lower the effective capability set", errno);
+	sbx_prelude_result.caps_ns += now_ns() - raised_at;
+	errno = saved;
+}
+
+// drop_all clears ambient, then every set, and verifies with capget that
+// nothing is left. Any doubt ends the process.
+static void drop_all(void) {
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		fatal("clear the ambient capability set", errno);
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0) fatal("capset to the empty set", errno);
+	memset(data, 0xff, sizeof data);
+	if (syscall(SYS_capget, &hdr, data) < 0) fatal("capget to verify the drop", errno);
+	for (int i = 0; i < 2; i++) {
+		if (data[i].effective || data[i].permitted || data[i].inheritable)
+			fatal("capabilities remain after the drop", EPERM);
+	}
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++) {
+		int set = prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0);
+		if (set > 0) fatal("an ambient capability remains after the drop", EPERM);
+		if (set < 0 && errno == EINVAL) break; // no ambient sets on this kernel
+	}
+}
+
+// for_each_fd calls fn on every open fd above SBX_LAST_FD but keep,
+// listing /proc/self/fd; without /proc, every number below RLIMIT_NOFILE's
+// hard limit (never a fixed bound: an inherited fd can be any number below it).
+static int for_each_fd(int (*fn)(int), int keep) {
+	DIR *d = opendir("/proc/self/fd");
+	if (d != NULL) {
+		int self = dirfd(d), rc = 0;
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			char *end;
+			long fd = strtol(e->d_name, &end, 10);
+			if (*end != 0 || fd <= SBX_LAST_FD || fd == self || fd == keep) continue;
+			if (fn((int)fd) < 0 && errno != EBADF) rc = -1;
+		}
+		closedir(d);
+		return rc;
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
+	for (rlim_t fd = SBX_LAST_FD + 1; fd < rl.rlim_max && fd < (rlim_t)1 << 31; fd++)
+		if ((int)fd != keep) fn((int)fd);
+	return 0;
+}
+
+static int set_cloexec(int fd) { return fcntl(fd, F_SETFD, FD_CLOEXEC); }
+static int close_one(int fd) { return close(fd); }
+
+static int cloexec_fds(void) {
+	if (syscall(SYS_close_range, SBX_LAST_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return 0;
+	return for_each_fd(set_cloexec, -1);
+}
+
+// close_fds closes every fd above SBX_LAST_FD except keep (the user
+// namespace fd, which bubblewrap inherits).
+static int close_fds(int keep) {
+	if (keep > SBX_LAST_FD) {
+		if (keep > SBX_LAST_FD + 1 && syscall(SYS_close_range, SBX_LAST_FD + 1, keep - 1, 0) < 0)
+			return for_each_fd(close_one, keep);
+		if (syscall(SYS_close_range, keep + 1, ~0U, 0) < 0) return for_each_fd(close_one, keep);
+		return 0;
+	}
+	if (syscall(SYS_close_range, SBX_LAST_FD + 1, ~0U, 0) == 0) return 0;
+	return for_each_fd(close_one, -1);
+}
+
+// supervisor_gone arms the parent-death signal and checks the release pipe:
+// the supervisor keeps its write end open until it reaps the helper, so a
+// hang-up without the release byte means it died, possibly before the
+// signal was armed. Not a launch (no fd 6): nothing to check.
+static int supervisor_gone(void) {
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+		fail("enter", SBX_R_PRCTL, "prctl(PR_SET_PDEATHSIG)", errno);
+		return 1;
+	}
+	struct pollfd p = {.fd = SBX_FD_RELEASE, .events = POLLIN};
+	if (poll(&p, 1, 0) < 0) return 0;
+	if ((p.revents & POLLHUP) && !(p.revents & POLLIN)) {
+		fail("enter", SBX_R_SUPERVISOR_GONE, "the supervisor hung up the release pipe (fd 6): it is gone", EPIPE);
+		return 1;
+	}
+	return 0;
 }
 
 static int write_file(const char *path, const char *data) {
@@ -66,30 +235,238 @@ static int write_file(const char *path, const char *data) {
 	return w == (ssize_t)n ? 0 : -1;
 }
 
-static int drop_all_caps(void) {
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-	struct __user_cap_data_struct data[2];
-	memset(data, 0, sizeof data);
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
-	return (int)syscall(SYS_capset, &hdr, data);
+// check_owner_path walks SBX_OWNER_PATH up to "/": every component must be
+// root-owned, not a symlink and not writable by group or others (a sticky
+// root-owned directory above the file is accepted, as config.CheckRootOwned
+// does: others cannot rename a root-owned entry in it).
+static int check_owner_path(void) {
+	char p[sizeof sbx_owner_path];
+	memcpy(p, sbx_owner_path, sizeof p);
+	if (p[0] != '/') return -1;
+	for (int leaf = 1;; leaf = 0) {
+		struct stat st;
+		if (lstat(p, &st) < 0) return -1;
+		if (S_ISLNK(st.st_mode) || st.st_uid != 0) { errno = EPERM; return -1; }
+		if ((st.st_mode & 022) && !(!leaf && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX))) { errno = EPERM; return -1; }
+		if (strcmp(p, "/") == 0) return 0;
+		char *slash = strrchr(p, '/');
+		if (slash == p) p[1] = 0; else *slash = 0;
+	}
 }
 
-static long long now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+#define OWNER_FIX " (" SBX_OWNER_PATH "): run `make install`, then `sandboxctl doctor`"
+
+// read_owner reads the namespace owner's "UID:GID\n" and checks the ids.
+static void read_owner(void) {
+	struct sbx_prelude *r = &sbx_prelude_result;
+	if (r->ruid == 0 || r->euid == 0 || r->rgid == 0 || r->egid == 0) {
+		fail("enter", SBX_R_ROOT, "refusing to run as uid or gid 0: run the supervisor as its service user", EPERM);
+		return;
+	}
+	if (check_owner_path() < 0) {
+		fail("enter", SBX_R_OWNER_FILE, "namespace owner file missing, or it or a directory above it is not root-owned or is writable by others" OWNER_FIX, errno);
+		return;
+	}
+	char buf[SBX_OWNER_MAX + 1];
+	int fd = open(sbx_owner_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+		fail("enter", SBX_R_OWNER_FILE, "namespace owner file is not a root-owned regular file writable only by root" OWNER_FIX, fd < 0 ? errno : EPERM);
+		if (fd >= 0) close(fd);
+		return;
+	}
+	ssize_t n = read(fd, buf, sizeof buf);
+	close(fd);
+	unsigned uid, gid;
+	if (n < 0 || sbx_parse_owner(buf, (size_t)n, &uid, &gid) < 0) {
+		fail("enter", SBX_R_OWNER_FILE, "namespace owner file is not one line UID:GID" OWNER_FIX, EINVAL);
+		return;
+	}
+	if (!sbx_owner_ids_ok(uid, gid, (unsigned)r->ruid, (unsigned)r->rgid, (unsigned)r->euid, (unsigned)r->egid, SBX_PAYLOAD_ID)) {
+		fail("enter", SBX_R_OWNER_IDS, "namespace owner ids are 0, the caller's own or the payload's (1000)" OWNER_FIX, EINVAL);
+		return;
+	}
+	r->owner_uid = (int)uid;
+	r->owner_gid = (int)gid;
 }
 
-static void lo_up(void) {
+// switch_creds drops the supplementary groups (bwrap cannot once setgroups
+// is denied in the namespace) and makes the owner the effective and saved
+// ids, the caller staying the real ones: RLIMIT_NPROC counts the caller's
+// processes, the supervisor may still signal and move this process, but
+// it may not ptrace it (the kernel wants all three uids to match).
+static void switch_creds(void) {
+	struct sbx_prelude *r = &sbx_prelude_result;
+	if (raise_cap(CAP_SETGID) < 0) {
+		fail("enter", SBX_R_CAPS, "raise CAP_SETGID (the helper's file capabilities are missing)", errno);
+		return;
+	}
+	int rc = setgroups(0, NULL);
+	int err = errno;
+	if (rc == 0) {
+		rc = setresgid((gid_t)r->rgid, (gid_t)r->owner_gid, (gid_t)r->owner_gid);
+		err = errno;
+	}
+	lower_cap();
+	if (rc < 0) {
+		fail("enter", SBX_R_GROUPS, "setgroups(0)/setresgid to the namespace owner's gid", err);
+		return;
+	}
+	if (raise_cap(CAP_SETUID) < 0) {
+		fail("enter", SBX_R_CAPS, "raise CAP_SETUID (the helper's file capabilities are missing)", errno);
+		return;
+	}
+	rc = setresuid((uid_t)r->ruid, (uid_t)r->owner_uid, (uid_t)r->owner_uid);
+	err = errno;
+	lower_cap();
+	if (rc < 0) {
+		fail("enter", SBX_R_CREDS, "setresuid to the namespace owner", err);
+		return;
+	}
+	supervisor_gone(); // the credential change cleared PDEATHSIG
+}
+
+// make_netns makes the network namespace (CAP_SYS_ADMIN, always needed: a
+// network namespace owned by the initial user namespace) and brings lo up
+// in it (only SIOCSIFFLAGS needs CAP_NET_ADMIN).
+static void make_netns(void) {
+	if (raise_cap(CAP_SYS_ADMIN) < 0) {
+		fail("enter", SBX_R_CAPS, "raise CAP_SYS_ADMIN (the helper's file capabilities are missing)", errno);
+		return;
+	}
+	int rc = unshare(CLONE_NEWNET);
+	int err = errno;
+	lower_cap();
+	if (rc < 0) {
+		fail("enter", SBX_R_NETNS, "unshare(CLONE_NEWNET)", err);
+		return;
+	}
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0) { fail("network", "socket for loopback set-up", errno); return; }
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof ifr);
 	strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) { fail("network", "read loopback flags", errno); close(s); return; }
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		fail("network", SBX_R_LOOPBACK, "read loopback flags", errno);
+		if (s >= 0) close(s);
+		return;
+	}
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail("network", "bring loopback up (needs CAP_NET_ADMIN)", errno);
+	if (raise_cap(CAP_NET_ADMIN) < 0) {
+		fail("network", SBX_R_CAPS, "raise CAP_NET_ADMIN (the helper's file capabilities are missing)", errno);
+		close(s);
+		return;
+	}
+	rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+	err = errno;
+	lower_cap();
 	close(s);
+	if (rc < 0) fail("network", SBX_R_LOOPBACK, "bring loopback up (SIOCSIFFLAGS)", err);
+}
+
+// holder runs in the forked child: it makes the user namespace, owned by
+// its euid (the owner), reports the outcome and waits to be released. It
+// raises CAP_SYS_ADMIN only when the host refuses unprivileged user
+// namespaces, and unshare is no fork: RLIMIT_NPROC was applied by the fork.
+static void holder(int ready, int release) {
+	int e = 0;
+	if (unshare(CLONE_NEWUSER) < 0) {
+		e = errno;
+		if ((e == EPERM || e == EACCES) && raise_cap(CAP_SYS_ADMIN) == 0) {
+			e = unshare(CLONE_NEWUSER) < 0 ? errno : 0;
+			if (e != 0) lower_cap();
+		}
+	}
+	// Dumpable, so that its /proc files belong to its euid (the owner) and
+	// the parent may open its maps without CAP_DAC_OVERRIDE.
+	if (e == 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) e = errno ? errno : EIO;
+	if (write(ready, &e, sizeof e) != sizeof e || e != 0) _exit(1);
+	char c;
+	while (read(release, &c, 1) < 0 && errno == EINTR) {}
+	_exit(0);
+}
+
+// write_map writes one /proc/<holder>/ file with cap (or none) effective
+// around open and write: the kernel checks the opener's and the writer's.
+static int write_map(pid_t child, const char *name, const char *data, int cap) {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)child, name);
+	if (cap != SBX_NO_CAP && raise_cap(cap) < 0) return -1;
+	int rc = write_file(path, data);
+	if (cap != SBX_NO_CAP) lower_cap();
+	return rc;
+}
+
+static void map_holder(pid_t child) {
+	struct sbx_prelude *r = &sbx_prelude_result;
+	snprintf(r->uid_map, sizeof r->uid_map, "%d %d 1\n", SBX_PAYLOAD_ID, r->ruid);
+	snprintf(r->gid_map, sizeof r->gid_map, "%d %d 1\n", SBX_PAYLOAD_ID, r->rgid);
+	if (write_map(child, "setgroups", "deny", SBX_NO_CAP) < 0) {
+		fail("enter", SBX_R_MAPS, "write setgroups deny", errno);
+	} else if (write_map(child, "uid_map", r->uid_map, CAP_SETUID) < 0) {
+		fail("enter", SBX_R_MAPS, "write uid_map (CAP_SETUID)", errno);
+	} else if (write_map(child, "gid_map", r->gid_map, CAP_SETGID) < 0) {
+		fail("enter", SBX_R_MAPS, "write gid_map (CAP_SETGID)", errno);
+	} else {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
+		// Not O_CLOEXEC: bubblewrap inherits it as --userns.
+		r->userns_fd = open(path, O_RDONLY);
+		if (r->userns_fd < 0) fail("enter", SBX_R_NSFD, "open the user namespace fd", errno);
+	}
+}
+
+static void userns_failed(int e) {
+	switch (e) {
+	case EPERM:
+	case EACCES:
+		fail("enter", SBX_R_USERNS_REFUSED, "unshare(CLONE_NEWUSER) refused even with CAP_SYS_ADMIN: the host restricts user namespaces", e);
+		break;
+	case ENOSPC:
+		fail("enter", SBX_R_USERNS_LIMIT, "unshare(CLONE_NEWUSER): user.max_user_namespaces reached", e);
+		break;
+	default:
+		fail("enter", SBX_R_USERNS, "unshare(CLONE_NEWUSER)", e);
+	}
+}
+
+static void make_userns(void) {
+	struct sbx_prelude *r = &sbx_prelude_result;
+	int ready[2], release[2];
+	if (pipe2(ready, O_CLOEXEC) < 0) { fail("enter", SBX_R_FORK, "pipe", errno); return; }
+	if (pipe2(release, O_CLOEXEC) < 0) {
+		fail("enter", SBX_R_FORK, "pipe", errno);
+		close(ready[0]); close(ready[1]);
+		return;
+	}
+	pid_t child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (child == 0) {
+		close(ready[0]);
+		close(release[1]);
+		holder(ready[1], release[0]);
+	}
+	int fork_err = errno;
+	close(ready[1]);
+	close(release[0]);
+	if (child < 0) {
+		fail("enter", SBX_R_FORK, "fork the user namespace holder", fork_err);
+		close(ready[0]); close(release[1]);
+		if (fork_err == EAGAIN) {
+			drop_all();
+			stop("enter", "fork", "fork the user namespace holder", fork_err,
+			     "the service user's RLIMIT_NPROC is reached: raise it, or run fewer processes as that user", SBX_EXIT_ENTER);
+		}
+		return;
+	}
+	r->holder_pid = child;
+	int e = EIO;
+	ssize_t got;
+	while ((got = read(ready[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+	close(ready[0]);
+	if (got != sizeof e) fail("enter", SBX_R_USERNS, "user namespace holder died before it was ready", EIO);
+	else if (e != 0) userns_failed(e);
+	else map_holder(child);
+	close(release[1]);
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
 }
 
 static void sbx_prelude_steps(void);
@@ -102,89 +479,21 @@ __attribute__((constructor)) static void sbx_prelude(void) {
 
 static void sbx_prelude_steps(void) {
 	struct sbx_prelude *r = &sbx_prelude_result;
-	r->euid = geteuid();
-	r->egid = getegid();
+	r->ruid = (int)getuid();
+	r->rgid = (int)getgid();
+	r->euid = (int)geteuid();
+	r->egid = (int)getegid();
 
-	// Executing a file with capabilities clears the parent-death signal the
-	// supervisor set: set it again, so that the helper -- and bwrap, which
-	// it becomes -- dies with the supervisor (I6).
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (!supervisor_gone() && cloexec_fds() < 0)
+		fail("enter", SBX_R_FDS, "mark inherited fds close-on-exec", errno);
+	if (!failed()) read_owner();
+	if (!failed()) switch_creds();
+	if (!failed()) make_netns();
+	if (!failed()) make_userns();
+	if (!failed() && setresuid((uid_t)r->ruid, (uid_t)r->ruid, (uid_t)r->owner_uid) < 0)
+		fail("enter", SBX_R_CREDS, "setresuid back to the caller's euid", errno);
 
-	// 1. Only 0-2 (payload stdio) and the fixed helper fds survive.
-	if (syscall(SYS_close_range, SBX_LAST_FD + 1, ~0U, 0) < 0) {
-		for (int fd = SBX_LAST_FD + 1; fd < 4096; fd++) close(fd);
-	}
-
-	// A helper started by root would map the payload onto host root.
-	if (r->euid == 0 || r->egid == 0 || getuid() == 0 || getgid() == 0) {
-		fail("enter", "refusing to run as uid or gid 0: run the supervisor as its service user", EPERM);
-		drop_all_caps();
-		return;
-	}
-
-	// 2 and 3: a network namespace with nothing but loopback.
-	if (unshare(CLONE_NEWNET) < 0) {
-		fail("enter", "unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN on the helper binary", errno);
-		drop_all_caps();
-		return;
-	}
-	lo_up();
-
-	// 4. The user namespace, held by a child that only waits.
-	int ready[2], release[2];
-	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(release, O_CLOEXEC) < 0) {
-		fail("enter", "pipe", errno);
-		drop_all_caps();
-		return;
-	}
-	pid_t child = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
-	if (child == 0) {
-		// Holder. Dumpable, so that its /proc files belong to its uid and
-		// the (now capability-less) parent may write its maps.
-		char c = 'r';
-		close(ready[0]);
-		close(release[1]);
-		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-		if (write(ready[1], &c, 1) != 1) _exit(1);
-		while (read(release[0], &c, 1) < 0 && errno == EINTR) {}
-		_exit(0);
-	}
-	int clone_err = errno;
-
-	// 5. From here on, no capability in the initial user namespace.
-	if (drop_all_caps() < 0) fail("drop", "capset to the empty set", errno);
-	r->caps_dropped = 1;
-
-	if (child < 0) {
-		fail("enter", clone_err == EPERM || clone_err == EACCES
-		     ? "clone(CLONE_NEWUSER) refused: the host restricts user namespaces and the helper lacks CAP_SYS_ADMIN"
-		     : "clone(CLONE_NEWUSER)", clone_err);
-		return;
-	}
-	r->holder_pid = child;
-	close(ready[1]);
-	close(release[0]);
-	char c;
-	ssize_t got;
-	while ((got = read(ready[0], &c, 1)) < 0 && errno == EINTR) {}
-	close(ready[0]);
-	if (got != 1) {
-		fail("enter", "user namespace holder died before it was ready", EIO);
-	} else {
-		char path[64];
-		snprintf(r->uid_map, sizeof r->uid_map, "%d %d 1\n", SBX_PAYLOAD_ID, r->euid);
-		snprintf(r->gid_map, sizeof r->gid_map, "%d %d 1\n", SBX_PAYLOAD_ID, r->egid);
-		snprintf(path, sizeof path, "/proc/%d/setgroups", child);
-		if (write_file(path, "deny") < 0) fail("enter", "write setgroups deny", errno);
-		snprintf(path, sizeof path, "/proc/%d/uid_map", child);
-		if (write_file(path, r->uid_map) < 0) fail("enter", "write uid_map", errno);
-		snprintf(path, sizeof path, "/proc/%d/gid_map", child);
-		if (write_file(path, r->gid_map) < 0) fail("enter", "write gid_map", errno);
-		snprintf(path, sizeof path, "/proc/%d/ns/user", child);
-		// Not O_CLOEXEC: bubblewrap inherits it as --userns.
-		r->userns_fd = open(path, O_RDONLY);
-		if (r->userns_fd < 0) fail("enter", "open the user namespace fd", errno);
-	}
-	close(release[1]);
-	while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+	drop_all();
+	if (close_fds(r->userns_fd) < 0) fail("enter", SBX_R_FDS, "close inherited fds", errno);
+	supervisor_gone();
 }
