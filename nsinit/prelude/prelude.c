@@ -13,6 +13,7 @@
 // from RLIMIT_NPROC; a close of an inherited SO_LINGER socket can block for
 // as long as its sender likes). In order:
 //
+//   0. empty the effective set (a "+ep" install holds nothing effective);
 //   1. arm PR_SET_PDEATHSIG; a hung-up release pipe (fd 6) means the
 //      supervisor is gone: stop;
 //   2. mark every fd above 6 close-on-exec (runc CVE-2024-21626);
@@ -483,6 +484,9 @@ static void sbx_prelude_steps(void) {
 	r->rgid = (int)getgid();
 	r->euid = (int)geteuid();
 	r->egid = (int)getegid();
+	// Nothing effective until a step raises it, even if the file
+	// capabilities were installed "+ep" rather than "+p".
+	if (set_effective(SBX_NO_CAP) < 0) fatal("empty the effective capability set", errno);
 
 	if (!supervisor_gone() && cloexec_fds() < 0)
 		fail("enter", SBX_R_FDS, "mark inherited fds close-on-exec", errno);
