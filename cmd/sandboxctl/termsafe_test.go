@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,14 +65,15 @@ func TestWritePayloadNotATerminal(t *testing.T) {
 	w.Close()
 }
 
-// TestWritePayloadTerminal writes to a real pseudo-terminal and reads what
-// the terminal would receive: the escape sequence arrives escaped.
-func TestWritePayloadTerminal(t *testing.T) {
+// openPty returns a pseudo-terminal: the master end (what the terminal
+// emulator reads) and the slave end (what a program writes to).
+func openPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Fatalf("open /dev/ptmx: %v", err)
 	}
-	defer master.Close()
+	t.Cleanup(func() { master.Close() })
 	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -77,26 +81,66 @@ func TestWritePayloadTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer slave.Close()
+	t.Cleanup(func() { slave.Close() })
+	return master, slave
+}
+
+// readPty reads from the master until it has n bytes.
+func readPty(t *testing.T, master *os.File, n int) string {
+	t.Helper()
+	buf := make([]byte, 4096)
+	got := ""
+	_ = master.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for len(got) < n {
+		k, err := master.Read(buf)
+		if err != nil {
+			t.Fatalf("read the terminal: %v (so far %q)", err, got)
+		}
+		got += string(buf[:k])
+	}
+	return got
+}
+
+// TestWritePayloadTerminal writes to a real pseudo-terminal and reads what
+// the terminal would receive: the escape sequence arrives escaped.
+func TestWritePayloadTerminal(t *testing.T) {
+	master, slave := openPty(t)
 	if !isTerminal(slave) {
 		t.Fatal("a pty slave is a terminal")
 	}
 	writePayload(slave, "\x1b]52;c;aGk=\x07ok")
 	want := `\x1b]52;c;aGk=\x07ok`
-	buf := make([]byte, 256)
-	got := ""
-	for len(got) < len(want) {
-		n, err := master.Read(buf)
-		if err != nil {
-			t.Fatalf("read master: %v (so far %q)", err, got)
-		}
-		got += string(buf[:n])
-	}
-	if got != want {
+	if got := readPty(t, master, len(want)); got != want {
 		t.Fatalf("the terminal received %q, want %q", got, want)
+	}
+}
+
+// TestRunEscapesOnTerminal: `sandboxctl run` against a real server, its
+// stdout and stderr a terminal; the payload's escape sequences (clear the
+// screen, set the window title) reach the terminal escaped.
+func TestRunEscapesOnTerminal(t *testing.T) {
+	sock := serve(t, &launcher{fn: exited(0, "\x1b[2Jout", "\x1b]0;pwned\x07err")}, ready())
+	outM, outS := openPty(t)
+	errM, errS := openPty(t)
+	lookup := func(k string) (string, bool) {
+		if k == "SANDBOXD_SOCKET" {
+			return sock, true
+		}
+		return "", false
+	}
+	code := run(context.Background(), []string{"run", "--lang", "python", "-c", "print(1)"},
+		stdio{in: strings.NewReader(""), out: outS, err: errS}, lookup)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if got, want := readPty(t, outM, len(`\x1b[2Jout`)), `\x1b[2Jout`; got != want {
+		t.Errorf("terminal stdout got %q, want %q", got, want)
+	}
+	if got, want := readPty(t, errM, len(`\x1b]0;pwned\x07err`)), `\x1b]0;pwned\x07err`; got != want {
+		t.Errorf("terminal stderr got %q, want %q", got, want)
 	}
 }
