@@ -69,10 +69,13 @@ func TestWritePayloadNotATerminal(t *testing.T) {
 // emulator reads) and the slave end (what a program writes to).
 func openPty(t *testing.T) (master, slave *os.File) {
 	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	// Non-blocking, so that os.NewFile puts it in the poller and a read
+	// deadline works: a missing byte must fail the test, not hang it.
+	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatalf("open /dev/ptmx: %v", err)
 	}
+	master = os.NewFile(uintptr(fd), "/dev/ptmx")
 	t.Cleanup(func() { master.Close() })
 	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatal(err)
@@ -94,7 +97,9 @@ func readPty(t *testing.T, master *os.File, n int) string {
 	t.Helper()
 	buf := make([]byte, 4096)
 	got := ""
-	_ = master.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := master.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	for len(got) < n {
 		k, err := master.Read(buf)
 		if err != nil {
