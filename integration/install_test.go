@@ -34,24 +34,24 @@ func newInstallEnv(t *testing.T) *installEnv {
 		t.Fatal(err)
 	}
 	e := &installEnv{base: base, vars: map[string]string{
-		"PREFIX":                filepath.Join(base, "prefix"),
-		"NSINIT_CONFIG":         filepath.Join(base, "etc/nsinit.json"),
-		"NSINIT_OWNER":          filepath.Join(base, "etc/nsinit.owner"),
-		"SANDBOXD_STATE_DIR":    filepath.Join(base, "state"),
-		"SANDBOXD_SOCKET":       filepath.Join(base, "run/sandboxd.sock"),
-		"SANDBOXD_USER":         testUser,
-		"SANDBOXD_NS_USER":      testUser + "-ns",
-		"SANDBOXD_HELPER_GROUP": testUser + "-hlp",
-		"SANDBOXD_SOCKET_GROUP": testUser + "-cli",
+		"PREFIX":             filepath.Join(base, "prefix"),
+		"NSINIT_CONFIG":      filepath.Join(base, "etc/nsinit.json"),
+		"NSINIT_OWNER":       filepath.Join(base, "etc/nsinit.owner"),
+		"SANDBOXD_STATE_DIR": filepath.Join(base, "state"),
+		"SANDBOXD_SOCKET":    filepath.Join(base, "run/sandboxd.sock"),
+		// Users and groups of their own, never the shared installation's
+		// (testUser, testUser-ns), which other tests of this binary use.
+		"SANDBOXD_USER":         testUser + "-i",
+		"SANDBOXD_NS_USER":      testUser + "-i-ns",
+		"SANDBOXD_HELPER_GROUP": testUser + "-i-hlp",
+		"SANDBOXD_SOCKET_GROUP": testUser + "-i-cli",
 	}}
-	// The installer adds the test user to the two groups and creates the
-	// namespace owner; remove what it made.
+	// Remove every user and group the installer made.
 	t.Cleanup(func() {
-		_ = exec.Command("gpasswd", "-d", testUser, e.vars["SANDBOXD_HELPER_GROUP"]).Run()
-		_ = exec.Command("gpasswd", "-d", testUser, e.vars["SANDBOXD_SOCKET_GROUP"]).Run()
+		_ = exec.Command("userdel", e.vars["SANDBOXD_USER"]).Run()
+		_ = exec.Command("userdel", e.vars["SANDBOXD_NS_USER"]).Run()
 		_ = exec.Command("groupdel", e.vars["SANDBOXD_HELPER_GROUP"]).Run()
 		_ = exec.Command("groupdel", e.vars["SANDBOXD_SOCKET_GROUP"]).Run()
-		_ = exec.Command("userdel", e.vars["SANDBOXD_NS_USER"]).Run()
 	})
 	return e
 }
@@ -169,6 +169,24 @@ func TestInstallRefusesOneGroupForHelperAndSocket(t *testing.T) {
 	out, ok := e.makeInstall(t)
 	if ok || !strings.Contains(out, "could run the helper directly") {
 		t.Fatalf("make install accepted one group for the helper and the socket:\n%s", out)
+	}
+}
+
+// TestInstallRefusesSharedPrimaryGroup: a service user whose primary group
+// another user shares would let that user act on everything the group may.
+func TestInstallRefusesSharedPrimaryGroup(t *testing.T) {
+	e := newInstallEnv(t)
+	svc, other := e.vars["SANDBOXD_USER"], e.vars["SANDBOXD_USER"]+"x"
+	if out, err := exec.Command("useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", svc).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v: %s", err, out)
+	}
+	if out, err := exec.Command("useradd", "--system", "--no-user-group", "--gid", svc, "--no-create-home", "--shell", "/usr/sbin/nologin", other).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("userdel", other).Run() })
+	out, ok := e.makeInstall(t)
+	if ok || !strings.Contains(out, "which it shares with: "+other) {
+		t.Fatalf("make install accepted a shared primary group:\n%s", out)
 	}
 }
 
