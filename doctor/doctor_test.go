@@ -323,7 +323,7 @@ func TestChecks(t *testing.T) {
 		}, "supervisor.groups", Warn, "it does not need 4, 110; payloads inherit", "setpriv --groups"},
 		{"supervisor without the helper group", func(h *fakeHost) {
 			h.files["/proc/4242/status"] = strings.Replace(h.files["/proc/4242/status"], "Groups:\t995 996", "Groups:\t996", 1)
-		}, "supervisor.groups", Fail, "it is not in the helper's group sandboxd-helper", "usermod -aG sandboxd-helper"},
+		}, "supervisor.groups", Fail, "it is not in the helper's group sandboxd-helper", "usermod -aG sandboxd-helper sandboxd,"},
 		{"supervisor groups unreadable", func(h *fakeHost) { delete(h.files, "/proc/4242/status") },
 			"supervisor.groups", Skip, "cannot read the supervisor's groups", ""},
 		{"no delegation", func(h *fakeHost) { h.cgMode, h.cgReason = "none", "v2: not owned by uid 999" },

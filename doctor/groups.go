@@ -188,10 +188,14 @@ func checkSupervisorGroups(h Host, o Options, sup *Supervisor) Result {
 		r.Status, r.Detail = Skip, "no running supervisor to check"
 		return r
 	}
-	_, gid, groups, err := supervisorIDs(h, sup)
+	uid, gid, groups, err := supervisorIDs(h, sup)
 	if err != nil {
 		r.Status, r.Detail = Skip, fmt.Sprintf("cannot read the supervisor's groups (%v): run doctor where it runs", err)
 		return r
+	}
+	service := fmt.Sprint(uid)
+	if db, err := readGroupDB(h); err == nil && db.users[uid] != "" {
+		service = db.users[uid]
 	}
 	need := map[uint32]string{}
 	if st, err := h.Stat(o.HelperPath); err == nil {
@@ -212,7 +216,7 @@ func checkSupervisorGroups(h Host, o Options, sup *Supervisor) Result {
 		if g != gid && !slices.Contains(groups, g) {
 			r.Status = Fail
 			r.Detail = fmt.Sprintf("%s: it is not in %s %s", desc, what, h.GroupName(g))
-			r.Fix = "as root: usermod -aG " + h.GroupName(g) + " SERVICE_USER, then restart it with that group (make run and the recipes in deploy/ do)"
+			r.Fix = "as root: usermod -aG " + h.GroupName(g) + " " + service + ", then restart it with that group (make run and the recipes in deploy/ do)"
 			return r
 		}
 	}
