@@ -134,6 +134,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	add(checkHelperGroup(h, o, sup))
 	add(checkSocketGroup(h, o))
 	add(checkSupervisorGroups(h, o, sup))
+	add(checkStateDir(h, hc, sup))
 	add(checkCgroups(h, sup))
 	add(checkRuntimes(ctx, h, hc)...)
 

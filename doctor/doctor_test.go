@@ -147,12 +147,14 @@ func healthyHost() *fakeHost {
 		stats: map[string]FileInfo{
 			helperPath: reg(0o750, 0, 995),
 			"/usr/local/libexec/sandboxd/sandboxd-exec": reg(0o755, 0, 0),
-			"/usr/bin/bwrap":   reg(0o755, 0, 0),
-			"/usr/bin/python3": reg(0o755, 0, 0),
-			"/usr/bin/node":    reg(0o755, 0, 0),
-			profPath:           reg(0o644, 0, 0),
-			profPath + ".bpf":  reg(0o644, 0, 0),
-			sockPath:           reg(fs.ModeSocket|0o660, 999, 996),
+			"/usr/bin/bwrap":               reg(0o755, 0, 0),
+			"/usr/bin/python3":             reg(0o755, 0, 0),
+			"/usr/bin/node":                reg(0o755, 0, 0),
+			profPath:                       reg(0o644, 0, 0),
+			profPath + ".bpf":              reg(0o644, 0, 0),
+			sockPath:                       reg(fs.ModeSocket|0o660, 999, 996),
+			"/var/lib/sandboxd":            reg(fs.ModeDir|0o755, 0, 0),
+			"/var/lib/sandboxd/workspaces": reg(fs.ModeDir|0o700, 999, 999),
 		},
 		dirs: map[string][]string{"/usr/local/libexec/sandboxd": {"sandboxd-nsinit", "sandboxd-exec"}},
 		caps: map[string][]byte{helperPath: capsV2(HelperCaps, false)},
@@ -326,6 +328,20 @@ func TestChecks(t *testing.T) {
 		}, "supervisor.groups", Fail, "it is not in the helper's group sandboxd-helper", "usermod -aG sandboxd-helper sandboxd,"},
 		{"supervisor groups unreadable", func(h *fakeHost) { delete(h.files, "/proc/4242/status") },
 			"supervisor.groups", Skip, "cannot read the supervisor's groups", ""},
+		{"state dir of the old layout", func(h *fakeHost) {
+			h.stats["/var/lib/sandboxd"] = FileInfo{Mode: fs.ModeDir | 0o700, UID: 999, GID: 999}
+		},
+			"state.dir", Fail, "/var/lib/sandboxd: uid 999, mode 0700: the helper refuses", "chown root:root /var/lib/sandboxd && chmod 0755 /var/lib/sandboxd"},
+		{"state dir writable by others", func(h *fakeHost) { h.stats["/var/lib/sandboxd"] = FileInfo{Mode: fs.ModeDir | fs.ModeSticky | 0o777} },
+			"state.dir", Fail, "mode 1777", "make install"},
+		{"workspace root a symlink", func(h *fakeHost) {
+			h.stats["/var/lib/sandboxd/workspaces"] = FileInfo{Mode: fs.ModeSymlink | 0o777, UID: 999}
+		},
+			"state.dir", Fail, "is not a directory", "install -d -o sandboxd -m 0700 /var/lib/sandboxd/workspaces"},
+		{"workspace root not the supervisor's", func(h *fakeHost) {
+			h.stats["/var/lib/sandboxd/workspaces"] = FileInfo{Mode: fs.ModeDir | 0o700, UID: 0}
+		},
+			"state.dir", Fail, "owned by uid 0, not the supervisor's 999", "make install"},
 		{"no delegation", func(h *fakeHost) { h.cgMode, h.cgReason = "none", "v2: not owned by uid 999" },
 			"cgroups", Warn, "not owned by uid 999", "Delegate=yes"},
 		{"no supervisor for cgroups", func(h *fakeHost) { h.sup, h.supErr = nil, errors.New("refused") },
@@ -442,7 +458,7 @@ func TestRealHost(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"userns", "bwrap", "helper", "helper.caps", "helper.dir", "helper.config", "profile", "profile.cache",
-		"seccomp", "no_new_privs", "supervisor", "supervisor.privileges", "helper.group", "socket.group", "supervisor.groups", "cgroups", "runtime.python", "runtime.node"} {
+		"seccomp", "no_new_privs", "supervisor", "supervisor.privileges", "helper.group", "socket.group", "supervisor.groups", "state.dir", "cgroups", "runtime.python", "runtime.node"} {
 		if !names[n] {
 			t.Errorf("no check %q", n)
 		}

@@ -2,9 +2,12 @@ package doctor
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
 // The groups around the helper (issue 9 item 5, L5). Membership of the
@@ -227,5 +230,59 @@ func checkSupervisorGroups(h Host, o Options, sup *Supervisor) Result {
 		return r
 	}
 	r.Status, r.Detail = OK, desc+" (only what it needs)"
+	return r
+}
+
+// checkStateDir: the workspace root's parent is root-owned and writable by
+// nobody else, and the root itself a real directory of the supervisor's.
+// The helper refuses anything else (it opens the root with O_NOFOLLOW below
+// that parent): were the parent the service uid's, it could swap the root
+// for a symlink between the supervisor's check and the helper's use.
+// An install from before the root-owned layout fails here with the fix.
+func checkStateDir(h Host, hc *config.Config, sup *Supervisor) Result {
+	r := Result{Name: "state.dir"}
+	if hc == nil {
+		r.Status, r.Detail = Skip, "not checked: no valid helper config names the workspace root"
+		return r
+	}
+	root := hc.WorkspaceRoot
+	parent := filepath.Dir(root)
+	uid, service := -1, "sandboxd"
+	if sup != nil {
+		if u, _, _, err := supervisorIDs(h, sup); err == nil {
+			uid, service = int(u), fmt.Sprint(u)
+			if db, err := readGroupDB(h); err == nil && db.users[u] != "" {
+				service = db.users[u]
+			}
+		}
+	}
+	fix := fmt.Sprintf("as root: chown root:root %s && chmod 0755 %s && install -d -o "+service+" -m 0700 %s/workspaces %s/sessions %s/audit\n(`make install` lays it out so; the audit log then goes to %s/audit/audit.log: SANDBOXD_AUDIT_LOG)", parent, parent, parent, parent, parent, parent)
+	pst, err := h.Lstat(parent)
+	if err != nil {
+		r.Status, r.Detail, r.Fix = Fail, fmt.Sprintf("the workspace root's parent %s: %v", parent, err), fix
+		return r
+	}
+	desc := fmt.Sprintf("%s: uid %d, mode %04o", parent, pst.UID, uint32(pst.Mode.Perm())|specialBits(pst.Mode))
+	if !pst.Mode.IsDir() || pst.UID != 0 || pst.Mode.Perm()&0o022 != 0 {
+		r.Status = Fail
+		r.Detail = desc + ": the helper refuses a workspace root whose parent is not a root-owned directory writable by nobody else"
+		r.Fix = fix
+		return r
+	}
+	st, err := h.Lstat(root)
+	switch {
+	case err != nil:
+		r.Status, r.Detail = Fail, fmt.Sprintf("%s; the workspace root %s: %v", desc, root, err)
+	case !st.Mode.IsDir():
+		r.Status, r.Detail = Fail, fmt.Sprintf("%s; the workspace root %s is not a directory (mode %s)", desc, root, st.Mode)
+	default:
+		if uid >= 0 && int(st.UID) != uid {
+			r.Status, r.Detail = Fail, fmt.Sprintf("%s; the workspace root %s is owned by uid %d, not the supervisor's %d", desc, root, st.UID, uid)
+			break
+		}
+		r.Status, r.Detail = OK, fmt.Sprintf("%s (root-owned); workspace root %s owned by uid %d", desc, root, st.UID)
+		return r
+	}
+	r.Fix = fix
 	return r
 }
