@@ -5,7 +5,8 @@
 // config, the payload profile and its compiled cache, no_new_privs and the
 // capability bounding set of the running supervisor, the groups (the
 // helper's holds the service user alone, the socket's is another one, the
-// supervisor carries no group it does not need), seccomp support, the
+// supervisor carries no group it does not need), the root-owned state
+// directory above the workspace root, seccomp support, the
 // cgroup layout and delegation, and the language runtimes. It is the engine
 // of `sandboxctl doctor`.
 //
