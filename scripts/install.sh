@@ -228,4 +228,4 @@ mv "$owner_file.new" "$owner_file"
 
 echo "install: helper $libexec/sandboxd-nsinit: root:$helper_group $(stat -c %a "$libexec/sandboxd-nsinit"), $(getcap "$libexec/sandboxd-nsinit" | cut -d' ' -f2-)"
 echo "install: namespace owner $ns_user ($ns_uid:$ns_gid) in $owner_file"
-echo "install: API callers: add them to group $socket_group and allow their uid (--allow-uid); membership of $socket_group is API access"
+echo "install: API callers: add them to group $socket_group (to open the socket) and allow their uid (--allow-uid); never add anyone to $helper_group"

@@ -35,9 +35,9 @@ sandboxd: starting as user '$user' (no capabilities)
     $prefix/bin/sandboxctl run --lang python -c 'print(1)'
     $prefix/bin/sandboxctl run --lang javascript -c 'console.log(6*7)'
   (add --socket $SANDBOXD_SOCKET when you changed it; Ctrl-C stops the supervisor)
-  another user may call the API once in group $SANDBOXD_SOCKET_GROUP and
-  allowed by uid (SANDBOXD_ALLOW_UID=<uid> make run); group membership alone
-  is API access, so prefer allowing uids to allowing the group's gid.
+  another user may call the API once in group $SANDBOXD_SOCKET_GROUP (to open
+  the socket) and allowed by uid (SANDBOXD_ALLOW_UID=<uid> make run); prefer
+  that to SANDBOXD_ALLOW_GID, which would make every member a caller.
 
 MSG
 # setpriv: become the service user with exactly the two supplementary
