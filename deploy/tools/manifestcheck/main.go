@@ -229,6 +229,17 @@ func checkGroups(pod, sup any) []string {
 	if g := num(get(sup, "securityContext", "runAsGroup")); g != helperGID {
 		fail("sandboxd runAsGroup %d: want the helper's group %d, set on this container only", g, helperGID)
 	}
+	// The workspace root must be a directory of the service uid's below
+	// the image's root-owned /var/lib/sandboxd: mounted by subPath from a
+	// directory an init container made as that uid, never the emptyDir's
+	// own root-owned 0777 root.
+	for _, m := range get(sup, "volumeMounts").([]any) {
+		if p := fmt.Sprint(get(m, "mountPath")); strings.HasPrefix(p, "/var/lib/sandboxd") {
+			if want := strings.TrimPrefix(p, "/var/lib/sandboxd/"); get(m, "subPath") != want || p == "/var/lib/sandboxd" {
+				fail("sandboxd mounts %s without subPath %q: the helper needs a service-owned workspace root below a root-owned /var/lib/sandboxd", p, want)
+			}
+		}
+	}
 	socketGroup := ""
 	for _, e := range get(sup, "env").([]any) {
 		if get(e, "name") == "SANDBOXD_SOCKET_GROUP" {
