@@ -21,6 +21,21 @@ else
   echo "check-deploy: docker compose config: skipped, no compose plugin here (composecheck above uses the same loader and schema)"
 fi
 
+echo "check-deploy: image (Dockerfile keeps the privileged-file guard)"
+# No Docker engine here to build the image: check that its last step still
+# strips setuid/setgid bits, fails on any other setuid/setgid or
+# file-capability file, and pins the helper's exact capabilities and group.
+df=deploy/compose/Dockerfile
+for want in 'find / -xdev -type f -perm /6000 -exec chmod ug-s' \
+            'bad_bits=$(find / -xdev -type f -perm /6000 -print)' \
+            "grep -v '^/usr/local/libexec/sandboxd/sandboxd-nsinit '" \
+            '*" cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin=p")' \
+            'setcap cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin+p /usr/local/libexec/sandboxd/sandboxd-nsinit' \
+            'chown root:sandboxd-helper /usr/local/libexec/sandboxd/sandboxd-nsinit'; do
+  grep -qF -- "$want" "$df" || { echo "check-deploy: $df lost: $want" >&2; exit 1; }
+done
+echo "check-deploy: image guard: ok"
+
 echo "check-deploy: kubernetes (kubeconform, vendored Kubernetes $(sed -n 2p deploy/kubernetes/schemas/SOURCE | cut -d' ' -f2) schemas, offline)"
 tools tool kubeconform -strict -summary \
   -schema-location "$root/deploy/kubernetes/schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" \

@@ -9,12 +9,22 @@ import (
 
 // Capability numbers the helper needs (linux/capability.h).
 const (
+	capSetgid   = 6
+	capSetuid   = 7
 	capNetAdmin = 12
 	capSysAdmin = 21
 )
 
-// HelperCaps is the exact permitted set the helper must carry, effective.
-const HelperCaps = uint64(1)<<capSysAdmin | uint64(1)<<capNetAdmin
+// HelperCaps is the exact set the helper's file carries, permitted only:
+// no effective bit, so nothing is effective at exec; the prelude raises
+// each capability around the one call that needs it (SECURITY.md):
+// CAP_SETUID/CAP_SETGID to switch the namespace holder to the
+// namespace-owner uid (sandboxd-ns) before unshare(CLONE_NEWUSER),
+// CAP_SYS_ADMIN for the namespaces, CAP_NET_ADMIN for the loopback.
+const HelperCaps = uint64(1)<<capSetgid | uint64(1)<<capSetuid | uint64(1)<<capSysAdmin | uint64(1)<<capNetAdmin
+
+// HelperSetcap is the setcap argument that gives the helper exactly HelperCaps.
+const HelperSetcap = "cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin+p"
 
 // capNames are the kernel's capability names by number, as getcap prints them.
 var capNames = []string{

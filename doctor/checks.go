@@ -23,7 +23,7 @@ const sysctlFile = "/etc/sysctl.d/90-sandboxd.conf"
 
 // setcapFix is the command that gives the helper exactly its capabilities.
 func setcapFix(helper string) string {
-	return "as root: setcap cap_sys_admin,cap_net_admin+ep " + helper +
+	return "as root: setcap " + HelperSetcap + " " + helper +
 		"\n(or `make install`; copying or rebuilding the helper, and any chown of it, drops file capabilities)"
 }
 
@@ -229,7 +229,7 @@ func checkHelperFile(h Host, o Options) Result {
 	if len(problems) > 0 {
 		r.Status = Fail
 		r.Detail = desc + ": " + strings.Join(problems, "; ")
-		r.Fix = fmt.Sprintf("as root: chown root:%s %s && chmod 0750 %s && setcap cap_sys_admin,cap_net_admin+ep %s\n(the group is the supervisor's service group; chown drops file capabilities, hence setcap last)", group, path, path, path)
+		r.Fix = fmt.Sprintf("as root: chown root:%s %s && chmod 0750 %s && setcap %s %s\n(the group is the helper group, sandboxd-helper, holding only the service user; chown drops file capabilities, hence setcap last)", group, path, path, HelperSetcap, path)
 		return r
 	}
 	r.Status, r.Detail = OK, desc+" (root-owned, group-executable only, no setuid/setgid)"
@@ -250,8 +250,9 @@ func specialBits(m fs.FileMode) uint32 {
 	return b
 }
 
-// checkHelperCaps: exactly cap_sys_admin,cap_net_admin, effective and
-// permitted, nothing inheritable, not namespaced to another root.
+// checkHelperCaps: exactly HelperCaps, permitted only (an effective bit
+// would make all four effective from exec on, the window the prelude
+// avoids), nothing inheritable, not namespaced to another root.
 func checkHelperCaps(h Host, o Options) Result {
 	r := Result{Name: "helper.caps"}
 	path := o.HelperPath
@@ -265,7 +266,7 @@ func checkHelperCaps(h Host, o Options) Result {
 		r.Fix = setcapFix(path)
 		return r
 	}
-	want := FileCaps{Revision: 2, Effective: true, Permitted: HelperCaps}
+	want := FileCaps{Revision: 2, Permitted: HelperCaps}
 	if raw == nil {
 		r.Status = Fail
 		r.Detail = fmt.Sprintf("%s has no file capabilities: it cannot make the network namespace or, where the host restricts them, the user namespace; every launch fails (503)", path)
@@ -281,11 +282,14 @@ func checkHelperCaps(h Host, o Options) Result {
 	case fc.Revision == 3 && fc.RootID != 0:
 		r.Status = Fail
 		r.Detail = fmt.Sprintf("%s has %s: namespaced to the user namespace whose root is uid %d, so they do nothing here", path, fc, fc.RootID)
-	case fc.Permitted != HelperCaps || !fc.Effective || fc.Inheritable != 0:
+	case fc.Permitted != HelperCaps || fc.Effective || fc.Inheritable != 0:
 		r.Status = Fail
 		r.Detail = fmt.Sprintf("%s has %s; want exactly %s", path, fc, want)
 		if fc.Permitted&^HelperCaps != 0 {
 			r.Detail += " (more privilege than the helper needs)"
+		}
+		if fc.Effective {
+			r.Detail += " (the effective bit makes them effective from exec on; the prelude raises each only around its call)"
 		}
 	default:
 		r.Status, r.Detail = OK, fmt.Sprintf("%s has %s", path, fc)
@@ -569,7 +573,7 @@ func checkSupervisorPrivileges(h Host, sup *Supervisor, o Options) Result {
 	}
 	if bnd := mask("CapBnd"); bnd&HelperCaps != HelperCaps {
 		problems = append(problems, fmt.Sprintf("its capability bounding set lacks %s: the kernel masks the helper's file capabilities with it", capList(HelperCaps&^bnd)))
-		fixes = append(fixes, "let the bounding set keep CAP_SYS_ADMIN and CAP_NET_ADMIN: systemd CapabilityBoundingSet=CAP_SYS_ADMIN CAP_NET_ADMIN; Docker cap_add: [SYS_ADMIN, NET_ADMIN]; Kubernetes capabilities.add: [SYS_ADMIN, NET_ADMIN]")
+		fixes = append(fixes, "let the bounding set keep the helper's four: systemd CapabilityBoundingSet=CAP_SETGID CAP_SETUID CAP_NET_ADMIN CAP_SYS_ADMIN; Docker cap_add: [SETGID, SETUID, NET_ADMIN, SYS_ADMIN]; Kubernetes capabilities.add: [SETGID, SETUID, NET_ADMIN, SYS_ADMIN]")
 	}
 	if mask("CapEff") != 0 || mask("CapPrm") != 0 || mask("CapAmb") != 0 {
 		problems = append(problems, fmt.Sprintf("it holds capabilities (CapEff %s, CapPrm %s, CapAmb %s); the supervisor must hold none", field("CapEff"), field("CapPrm"), field("CapAmb")))

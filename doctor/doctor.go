@@ -3,7 +3,10 @@
 // bubblewrap and its version, the helper's file capabilities and the absence
 // of setuid/setgid bits and stray capabilities, the helper's root-owned
 // config, the payload profile and its compiled cache, no_new_privs and the
-// capability bounding set of the running supervisor, seccomp support, the
+// capability bounding set of the running supervisor, the groups (the
+// helper's holds the service user alone, the socket's is another one, the
+// supervisor carries no group it does not need), the root-owned state
+// directory above the workspace root, seccomp support, the
 // cgroup layout and delegation, and the language runtimes. It is the engine
 // of `sandboxctl doctor`.
 //
@@ -129,6 +132,10 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	sup, supResult := checkSupervisor(ctx, h, o)
 	add(supResult)
 	add(checkSupervisorPrivileges(h, sup, o))
+	add(checkHelperGroup(h, o, sup))
+	add(checkSocketGroup(h, o))
+	add(checkSupervisorGroups(h, o, sup))
+	add(checkStateDir(h, hc, sup))
 	add(checkCgroups(h, sup))
 	add(checkRuntimes(ctx, h, hc)...)
 

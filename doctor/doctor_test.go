@@ -83,7 +83,12 @@ func (h *fakeHost) Run(_ context.Context, p string, args ...string) ([]byte, err
 }
 
 func (h *fakeHost) GroupName(gid uint32) string {
-	if gid == 995 {
+	switch gid {
+	case 995:
+		return "sandboxd-helper"
+	case 996:
+		return "sandboxd-clients"
+	case 999:
 		return "sandboxd"
 	}
 	return fmt.Sprint(gid)
@@ -114,7 +119,7 @@ func capsV2(permitted uint64, effective bool) []byte {
 }
 
 func procStatus(nnp, capBnd string, seccomp string) string {
-	return fmt.Sprintf("Name:\tsandboxd\nUid:\t999\t999\t999\t999\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t%s\nCapAmb:\t0000000000000000\nNoNewPrivs:\t%s\nSeccomp:\t%s\n", capBnd, nnp, seccomp)
+	return fmt.Sprintf("Name:\tsandboxd\nUid:\t999\t999\t999\t999\nGid:\t999\t999\t999\t999\nGroups:\t995 996\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t%s\nCapAmb:\t0000000000000000\nNoNewPrivs:\t%s\nSeccomp:\t%s\n", capBnd, nnp, seccomp)
 }
 
 func cacheFor(profile string) string {
@@ -133,21 +138,26 @@ func healthyHost() *fakeHost {
 			"/proc/sys/kernel/seccomp/actions_avail": "kill_process kill_thread trap errno user_notif trace log allow\n",
 			profPath:                                 profJSON,
 			profPath + ".bpf":                        cacheFor(profJSON),
-			"/proc/4242/status":                      procStatus("0", "0000000000201000", "2"),
+			"/proc/4242/status":                      procStatus("0", "00000000002010c0", "2"),
+			"/etc/passwd":                            "root:x:0:0:root:/root:/bin/bash\nsandboxd:x:999:999::/nonexistent:/usr/sbin/nologin\nsandboxd-ns:x:998:998::/nonexistent:/usr/sbin/nologin\n",
+			"/etc/group":                             "root:x:0:\nsandboxd:x:999:\nsandboxd-ns:x:998:\nsandboxd-helper:x:995:sandboxd\nsandboxd-clients:x:996:sandboxd\n",
 			"/sys/fs/cgroup/cgroup.controllers":      "cpuset cpu io memory pids\n",
 			"/proc/self/mountinfo":                   "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
 		},
 		stats: map[string]FileInfo{
 			helperPath: reg(0o750, 0, 995),
 			"/usr/local/libexec/sandboxd/sandboxd-exec": reg(0o755, 0, 0),
-			"/usr/bin/bwrap":   reg(0o755, 0, 0),
-			"/usr/bin/python3": reg(0o755, 0, 0),
-			"/usr/bin/node":    reg(0o755, 0, 0),
-			profPath:           reg(0o644, 0, 0),
-			profPath + ".bpf":  reg(0o644, 0, 0),
+			"/usr/bin/bwrap":               reg(0o755, 0, 0),
+			"/usr/bin/python3":             reg(0o755, 0, 0),
+			"/usr/bin/node":                reg(0o755, 0, 0),
+			profPath:                       reg(0o644, 0, 0),
+			profPath + ".bpf":              reg(0o644, 0, 0),
+			sockPath:                       reg(fs.ModeSocket|0o660, 999, 996),
+			"/var/lib/sandboxd":            reg(fs.ModeDir|0o755, 0, 0),
+			"/var/lib/sandboxd/workspaces": reg(fs.ModeDir|0o700, 999, 999),
 		},
 		dirs: map[string][]string{"/usr/local/libexec/sandboxd": {"sandboxd-nsinit", "sandboxd-exec"}},
-		caps: map[string][]byte{helperPath: capsV2(HelperCaps, true)},
+		caps: map[string][]byte{helperPath: capsV2(HelperCaps, false)},
 		run: map[string]string{
 			"/usr/bin/bwrap":   "bubblewrap 0.8.0\n",
 			"/usr/bin/python3": "Python 3.11.2\n",
@@ -189,7 +199,7 @@ func TestHealthyHost(t *testing.T) {
 	if h.cgAskedAt != "/proc/4242 uid 999 parent sandboxd" {
 		t.Errorf("cgroups asked for %q; want the supervisor's /proc dir and uid", h.cgAskedAt)
 	}
-	if got := find(t, rep, "helper.caps").Detail; !strings.Contains(got, "cap_net_admin,cap_sys_admin=ep") {
+	if got := find(t, rep, "helper.caps").Detail; !strings.Contains(got, "cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin=p") {
 		t.Errorf("helper.caps detail %q", got)
 	}
 }
@@ -238,15 +248,17 @@ func TestChecks(t *testing.T) {
 		{"helper setuid", func(h *fakeHost) { h.stats[helperPath] = FileInfo{Mode: 0o750 | fs.ModeSetuid, GID: 995} },
 			"helper", Fail, "setuid or setgid", "chmod 0750"},
 		{"helper world-executable", func(h *fakeHost) { h.stats[helperPath] = FileInfo{Mode: 0o755, GID: 995} },
-			"helper", Fail, "others may read or run it", "chown root:sandboxd " + helperPath},
+			"helper", Fail, "others may read or run it", "chown root:sandboxd-helper " + helperPath},
 		{"helper not root-owned", func(h *fakeHost) { h.stats[helperPath] = FileInfo{Mode: 0o750, UID: 999, GID: 995} },
-			"helper", Fail, "owned by uid 999, not root", "setcap cap_sys_admin,cap_net_admin+ep"},
+			"helper", Fail, "owned by uid 999, not root", "setcap " + HelperSetcap},
 		{"helper without caps", func(h *fakeHost) { delete(h.caps, helperPath) },
-			"helper.caps", Fail, "has no file capabilities", "setcap cap_sys_admin,cap_net_admin+ep " + helperPath},
-		{"helper with extra caps", func(h *fakeHost) { h.caps[helperPath] = capsV2(HelperCaps|1<<19, true) },
+			"helper.caps", Fail, "has no file capabilities", "setcap " + HelperSetcap + " " + helperPath},
+		{"helper with the old two caps", func(h *fakeHost) { h.caps[helperPath] = capsV2(1<<capSysAdmin|1<<capNetAdmin, true) },
+			"helper.caps", Fail, "cap_net_admin,cap_sys_admin=ep; want exactly cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin=p", HelperSetcap},
+		{"helper with extra caps", func(h *fakeHost) { h.caps[helperPath] = capsV2(HelperCaps|1<<19, false) },
 			"helper.caps", Fail, "more privilege than the helper needs", "setcap"},
-		{"helper caps not effective", func(h *fakeHost) { h.caps[helperPath] = capsV2(HelperCaps, false) },
-			"helper.caps", Fail, "cap_net_admin,cap_sys_admin=p;", "setcap"},
+		{"helper caps effective", func(h *fakeHost) { h.caps[helperPath] = capsV2(HelperCaps, true) },
+			"helper.caps", Fail, "the effective bit makes them effective from exec on", "setcap"},
 		{"helper caps namespaced", func(h *fakeHost) {
 			b := append(capsV2(HelperCaps, true), 0xe8, 0x03, 0, 0)
 			binary.LittleEndian.PutUint32(b, vfsCapRevision3|vfsCapFlagsEff)
@@ -285,12 +297,51 @@ func TestChecks(t *testing.T) {
 			h.sup.Health.OK = false
 			h.sup.Health.Checks.Userns = "clone(CLONE_NEWUSER) refused"
 		}, "supervisor", Fail, "userns: clone(CLONE_NEWUSER) refused", "fix in each message"},
-		{"supervisor under nnp", func(h *fakeHost) { h.files["/proc/4242/status"] = procStatus("1", "0000000000201000", "2") },
+		{"supervisor under nnp", func(h *fakeHost) { h.files["/proc/4242/status"] = procStatus("1", "00000000002010c0", "2") },
 			"supervisor.privileges", Fail, "it runs with no_new_privs: file capabilities do nothing under no_new_privs", "allowPrivilegeEscalation: true"},
 		{"supervisor bounding set", func(h *fakeHost) { h.files["/proc/4242/status"] = procStatus("0", "0000000000001000", "0") },
-			"supervisor.privileges", Fail, "bounding set lacks cap_sys_admin", "CapabilityBoundingSet=CAP_SYS_ADMIN CAP_NET_ADMIN"},
+			"supervisor.privileges", Fail, "bounding set lacks cap_setgid,cap_setuid,cap_sys_admin", "CapabilityBoundingSet=CAP_SETGID CAP_SETUID CAP_NET_ADMIN CAP_SYS_ADMIN"},
 		{"supervisor in another pid namespace", func(h *fakeHost) { delete(h.files, "/proc/4242/status") },
 			"supervisor.privileges", Skip, "another pid namespace", ""},
+		{"helper group shared with a caller", func(h *fakeHost) {
+			h.files["/etc/group"] = strings.Replace(h.files["/etc/group"], "995:sandboxd", "995:sandboxd,alice", 1)
+		}, "helper.group", Fail, "holds [alice sandboxd]: each of them may run the helper directly", "gpasswd -d NAME sandboxd-helper"},
+		{"helper group is a shared primary group", func(h *fakeHost) {
+			h.files["/etc/passwd"] += "bob:x:1001:995::/home/bob:/bin/sh\n"
+		}, "helper.group", Fail, "holds [bob sandboxd]", "groupadd --system sandboxd-helper"},
+		{"helper group holds another user", func(h *fakeHost) {
+			h.files["/etc/group"] = strings.Replace(h.files["/etc/group"], "995:sandboxd", "995:sandboxd-ns", 1)
+		}, "helper.group", Fail, "not the supervisor's user sandboxd", "usermod -aG sandboxd-helper sandboxd"},
+		{"helper group root", func(h *fakeHost) { h.stats[helperPath] = FileInfo{Mode: 0o750, GID: 0} },
+			"helper.group", Fail, "group root is no dedicated helper group", "chown root:sandboxd-helper"},
+		{"socket group is the helper group", func(h *fakeHost) { h.stats[sockPath] = FileInfo{Mode: fs.ModeSocket | 0o660, UID: 999, GID: 995} },
+			"socket.group", Fail, "everyone who may call the API may also run the helper directly", "--socket-group sandboxd-clients"},
+		{"socket world-connectable", func(h *fakeHost) { h.stats[sockPath] = FileInfo{Mode: fs.ModeSocket | 0o666, UID: 999, GID: 996} },
+			"socket.group", Fail, "any local user may connect", "0660"},
+		{"no socket", func(h *fakeHost) { delete(h.stats, sockPath) },
+			"socket.group", Skip, "no socket at " + sockPath, ""},
+		{"supervisor with an extra group", func(h *fakeHost) {
+			h.files["/proc/4242/status"] = strings.Replace(h.files["/proc/4242/status"], "Groups:\t995 996", "Groups:\t995 996 4 110", 1)
+		}, "supervisor.groups", Warn, "it does not need 4, 110; payloads inherit", "setpriv --groups"},
+		{"supervisor without the helper group", func(h *fakeHost) {
+			h.files["/proc/4242/status"] = strings.Replace(h.files["/proc/4242/status"], "Groups:\t995 996", "Groups:\t996", 1)
+		}, "supervisor.groups", Fail, "it is not in the helper's group sandboxd-helper", "usermod -aG sandboxd-helper sandboxd,"},
+		{"supervisor groups unreadable", func(h *fakeHost) { delete(h.files, "/proc/4242/status") },
+			"supervisor.groups", Skip, "cannot read the supervisor's groups", ""},
+		{"state dir of the old layout", func(h *fakeHost) {
+			h.stats["/var/lib/sandboxd"] = FileInfo{Mode: fs.ModeDir | 0o700, UID: 999, GID: 999}
+		},
+			"state.dir", Fail, "/var/lib/sandboxd: uid 999, mode 0700: the helper refuses", "chown root:root /var/lib/sandboxd && chmod 0755 /var/lib/sandboxd"},
+		{"state dir writable by others", func(h *fakeHost) { h.stats["/var/lib/sandboxd"] = FileInfo{Mode: fs.ModeDir | fs.ModeSticky | 0o777} },
+			"state.dir", Fail, "mode 1777", "make install"},
+		{"workspace root a symlink", func(h *fakeHost) {
+			h.stats["/var/lib/sandboxd/workspaces"] = FileInfo{Mode: fs.ModeSymlink | 0o777, UID: 999}
+		},
+			"state.dir", Fail, "is not a directory", "install -d -o sandboxd -m 0700 /var/lib/sandboxd/workspaces"},
+		{"workspace root not the supervisor's", func(h *fakeHost) {
+			h.stats["/var/lib/sandboxd/workspaces"] = FileInfo{Mode: fs.ModeDir | 0o700, UID: 0}
+		},
+			"state.dir", Fail, "owned by uid 0, not the supervisor's 999", "make install"},
 		{"no delegation", func(h *fakeHost) { h.cgMode, h.cgReason = "none", "v2: not owned by uid 999" },
 			"cgroups", Warn, "not owned by uid 999", "Delegate=yes"},
 		{"no supervisor for cgroups", func(h *fakeHost) { h.sup, h.supErr = nil, errors.New("refused") },
@@ -332,7 +383,7 @@ func TestChecks(t *testing.T) {
 
 func TestParseFileCaps(t *testing.T) {
 	fc, err := ParseFileCaps(capsV2(HelperCaps, true))
-	if err != nil || fc.String() != "cap_net_admin,cap_sys_admin=ep" {
+	if err != nil || fc.String() != "cap_setgid,cap_setuid,cap_net_admin,cap_sys_admin=ep" {
 		t.Fatalf("v2: %v %q", err, fc)
 	}
 	for _, bad := range [][]byte{nil, {1, 2}, make([]byte, 20), append(capsV2(1, true), 0)} {
@@ -360,7 +411,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := text.String()
-	for _, want := range []string{"FAIL  helper.caps", "      fix: as root: setcap cap_sys_admin,cap_net_admin+ep " + helperPath, "1 failed; the host cannot run sandboxd"} {
+	for _, want := range []string{"FAIL  helper.caps", "      fix: as root: setcap " + HelperSetcap + " " + helperPath, "1 failed; the host cannot run sandboxd"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
 		}
@@ -407,7 +458,7 @@ func TestRealHost(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"userns", "bwrap", "helper", "helper.caps", "helper.dir", "helper.config", "profile", "profile.cache",
-		"seccomp", "no_new_privs", "supervisor", "supervisor.privileges", "cgroups", "runtime.python", "runtime.node"} {
+		"seccomp", "no_new_privs", "supervisor", "supervisor.privileges", "helper.group", "socket.group", "supervisor.groups", "state.dir", "cgroups", "runtime.python", "runtime.node"} {
 		if !names[n] {
 			t.Errorf("no check %q", n)
 		}
@@ -451,7 +502,7 @@ func TestRealFileCaps(t *testing.T) {
 	if raw, err := Real().FileCaps(f); err != nil || raw != nil {
 		t.Fatalf("before setcap: %x %v", raw, err)
 	}
-	if out, err := exec.Command(setcap, "cap_sys_admin,cap_net_admin+ep", f).CombinedOutput(); err != nil {
+	if out, err := exec.Command(setcap, HelperSetcap, f).CombinedOutput(); err != nil {
 		t.Fatalf("setcap: %v: %s", err, out)
 	}
 	raw, err := Real().FileCaps(f)
@@ -459,7 +510,7 @@ func TestRealFileCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc, err := ParseFileCaps(raw)
-	if err != nil || fc.Permitted != HelperCaps || !fc.Effective || fc.Inheritable != 0 {
+	if err != nil || fc.Permitted != HelperCaps || fc.Effective || fc.Inheritable != 0 {
 		t.Fatalf("read back %+v (%v)", fc, err)
 	}
 	r := checkHelperCaps(Real(), Options{HelperPath: f})

@@ -11,8 +11,15 @@ make --no-print-directory build
 scripts/install.sh
 
 user=${SANDBOXD_USER:-sandboxd}
+helper_group=${SANDBOXD_HELPER_GROUP:-sandboxd-helper}
 export SANDBOXD_SOCKET=${SANDBOXD_SOCKET:-/run/sandboxd/sandboxd.sock}
 export SANDBOXD_STATE_DIR=${SANDBOXD_STATE_DIR:-/var/lib/sandboxd}
+# The socket goes to the callers' group, never the helper's (install.sh
+# refuses one group for both): membership of it is API access.
+export SANDBOXD_SOCKET_GROUP=${SANDBOXD_SOCKET_GROUP:-sandboxd-clients}
+# The state directory is root-owned (the helper refuses a workspace root
+# whose parent the service uid owns); the audit log has its own directory.
+export SANDBOXD_AUDIT_LOG=${SANDBOXD_AUDIT_LOG:-$SANDBOXD_STATE_DIR/audit/audit.log}
 prefix=${PREFIX:-/usr/local}
 
 # Per-exec memory, pids and CPU limits: delegate a cgroup directory below
@@ -28,11 +35,18 @@ sandboxd: starting as user '$user' (no capabilities)
     $prefix/bin/sandboxctl run --lang python -c 'print(1)'
     $prefix/bin/sandboxctl run --lang javascript -c 'console.log(6*7)'
   (add --socket $SANDBOXD_SOCKET when you changed it; Ctrl-C stops the supervisor)
+  another user may call the API once in group $SANDBOXD_SOCKET_GROUP (to open
+  the socket) and allowed by uid (SANDBOXD_ALLOW_UID=<uid> make run); prefer
+  that to SANDBOXD_ALLOW_GID, which would make every member a caller.
 
 MSG
-# setpriv: become the service user, clear supplementary groups to its own,
-# and start with empty inheritable and ambient capability sets. The
-# supervisor refuses to start if any capability is left (I1).
-exec setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups \
+# setpriv: become the service user with exactly the two supplementary
+# groups it needs - the helper group (to exec the helper) and the socket
+# group (to give the socket to it) - and none of its other memberships
+# (payloads inherit the supervisor's groups; SECURITY.md, L5), and start
+# with empty inheritable and ambient capability sets. The supervisor
+# refuses to start if any capability is left (I1).
+groups=$(getent group "$helper_group" | cut -d: -f3),$(getent group "$SANDBOXD_SOCKET_GROUP" | cut -d: -f3)
+exec setpriv --reuid="$user" --regid="$(id -g "$user")" --groups="$groups" \
   --inh-caps=-all --ambient-caps=-all \
   "$prefix/bin/sandboxd"

@@ -155,8 +155,9 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		buf.WriteByte('\n')
 		_, _ = sio.out.Write(buf.Bytes())
 	} else {
-		_, _ = io.WriteString(sio.out, res.Stdout)
-		_, _ = io.WriteString(sio.err, res.Stderr)
+		// Untrusted: escaped when it goes to a terminal (termsafe.go).
+		writePayload(sio.out, res.Stdout)
+		writePayload(sio.err, res.Stderr)
 	}
 	code2 := exitCodeOf(res, sio.err, !asJSON)
 	if artifactsDir != "" {

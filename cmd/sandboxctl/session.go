@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -151,6 +152,15 @@ func cmdFiles(ctx context.Context, args []string, sio stdio, lookupEnv func(stri
 			defer f.Close()
 			w = f
 		}
+		if w == sio.out && isTerminal(sio.out) {
+			// A workspace file shown on a terminal is payload output too.
+			var buf strings.Builder
+			if _, err := cl.GetFile(ctx, pos[0], pos[1], &buf); err != nil {
+				return fail(sio.err, err)
+			}
+			writePayload(sio.out, buf.String())
+			return exitOK
+		}
 		if _, err := cl.GetFile(ctx, pos[0], pos[1], w); err != nil {
 			return fail(sio.err, err)
 		}
@@ -167,7 +177,8 @@ func cmdFiles(ctx context.Context, args []string, sio stdio, lookupEnv func(stri
 			return printRaw(sio.out, raw)
 		}
 		for _, f := range files {
-			fmt.Fprintf(sio.out, "%s\t%10d\t%s\t%s\n", f.Mode, f.Size, f.ModifiedAt.Format(time.RFC3339), f.Path)
+			// The path is the payload's choice: escaped on a terminal.
+			writePayload(sio.out, fmt.Sprintf("%s\t%10d\t%s\t%s\n", f.Mode, f.Size, f.ModifiedAt.Format(time.RFC3339), f.Path))
 		}
 		return exitOK
 	case "rm":

@@ -3,9 +3,10 @@
 // github.com/compose-spec/compose-go, with the Compose Specification's JSON
 // schema), and then checks the security settings SECURITY.md promises:
 // the Localhost-format seccomp profile (never unconfined, identical to
-// profiles/kubernetes-worker.json), all capabilities dropped but SYS_ADMIN
-// and NET_ADMIN, no-new-privileges off, a read-only root, a non-root user,
-// no network.
+// profiles/kubernetes-worker.json), all capabilities dropped but the
+// helper's four (SETGID, SETUID, NET_ADMIN, SYS_ADMIN), no-new-privileges
+// off, a read-only root, a non-root user whose primary group is not the
+// socket's, no network.
 //
 //	go run ./composecheck -profile ../../profiles/kubernetes-worker.json ../compose/compose.yaml
 package main
@@ -113,8 +114,20 @@ func checkService(s types.ServiceConfig, dir, profile string) []string {
 	}
 	add := upper(s.CapAdd)
 	slices.Sort(add)
-	if !slices.Equal(add, []string{"NET_ADMIN", "SYS_ADMIN"}) {
-		fail("cap_add must be exactly [SYS_ADMIN, NET_ADMIN] (the helper's file capabilities), have %q", s.CapAdd)
+	if !slices.Equal(add, []string{"NET_ADMIN", "SETGID", "SETUID", "SYS_ADMIN"}) {
+		fail("cap_add must be exactly [SETGID, SETUID, NET_ADMIN, SYS_ADMIN] (the helper's file capabilities), have %q", s.CapAdd)
+	}
+	// The socket's group is API access; the helper's group is the right to
+	// run the helper. They must differ (issue 9 item 5).
+	if sg := s.Environment["SANDBOXD_SOCKET_GROUP"]; sg != nil {
+		if _, g, _ := strings.Cut(s.User, ":"); g == *sg {
+			fail("SANDBOXD_SOCKET_GROUP %s is the supervisor's primary group", *sg)
+		}
+		if *sg == helperGID {
+			fail("SANDBOXD_SOCKET_GROUP %s is the helper's group", *sg)
+		}
+	} else {
+		fail("SANDBOXD_SOCKET_GROUP must be set: the socket group for callers, not the helper's")
 	}
 	if s.Privileged {
 		fail("privileged must not be set")
@@ -130,6 +143,9 @@ func checkService(s types.ServiceConfig, dir, profile string) []string {
 	}
 	return bad
 }
+
+// helperGID is the image's sandboxd-helper group (deploy/compose/Dockerfile).
+const helperGID = "10000"
 
 func upper(in []string) []string {
 	out := make([]string, len(in))

@@ -136,7 +136,8 @@ func check(objs map[string]obj) []string {
 	want("sandboxd capabilities.drop", strs(get(sc, "capabilities", "drop")), []string{"ALL"})
 	add := strs(get(sc, "capabilities", "add"))
 	slices.Sort(add)
-	want("sandboxd capabilities.add (the helper's file capabilities)", add, []string{"NET_ADMIN", "SYS_ADMIN"})
+	want("sandboxd capabilities.add (the helper's file capabilities)", add, []string{"NET_ADMIN", "SETGID", "SETUID", "SYS_ADMIN"})
+	bad = append(bad, checkGroups(pod, sup)...)
 	want("sandboxd seccompProfile.type", get(sc, "seccompProfile", "type"), "Localhost")
 	profile, _ := get(sc, "seccompProfile", "localhostProfile").(string)
 	want("sandboxd seccompProfile.localhostProfile", profile, "sandboxd/kubernetes-worker.json")
@@ -191,6 +192,62 @@ func check(objs map[string]obj) []string {
 		fail("no PodDisruptionBudget sandboxd")
 	} else {
 		want("PodDisruptionBudget selector", get(pdb, "spec", "selector", "matchLabels", "app.kubernetes.io/name"), "sandboxd")
+	}
+	return bad
+}
+
+// helperGID is the image's sandboxd-helper group (deploy/compose/Dockerfile):
+// the group that may run the helper.
+const helperGID = 10000
+
+// checkGroups: pod-level groups reach every container of the pod, the
+// client containers included, so none of them may be the helper's group
+// (issue 9 item 5); no fsGroup at all (it also adds its gid to every
+// container); the image's /etc/group is not merged (Strict), so each
+// container has exactly the groups written here; the supervisor alone has
+// the helper's group, as its container-level primary group, and the socket
+// group is another one.
+func checkGroups(pod, sup any) []string {
+	var bad []string
+	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	psc := get(pod, "securityContext")
+	if g := get(psc, "fsGroup"); g != nil {
+		fail("pod fsGroup %v: it puts every container of the pod in that group; use none", g)
+	}
+	if p := get(psc, "supplementalGroupsPolicy"); p != "Strict" {
+		fail("pod supplementalGroupsPolicy %v: want Strict (no groups from the image's /etc/group)", p)
+	}
+	num := func(v any) int { f, _ := v.(float64); return int(f) }
+	for _, g := range get(psc, "supplementalGroups").([]any) {
+		if num(g) == helperGID {
+			fail("pod supplementalGroups holds %d, the helper's group: every container of the pod could run the helper", helperGID)
+		}
+	}
+	if g := num(get(psc, "runAsGroup")); g == helperGID {
+		fail("pod runAsGroup is the helper's group %d: every container of the pod could run the helper", helperGID)
+	}
+	if g := num(get(sup, "securityContext", "runAsGroup")); g != helperGID {
+		fail("sandboxd runAsGroup %d: want the helper's group %d, set on this container only", g, helperGID)
+	}
+	// The workspace root must be a directory of the service uid's below
+	// the image's root-owned /var/lib/sandboxd: mounted by subPath from a
+	// directory an init container made as that uid, never the emptyDir's
+	// own root-owned 0777 root.
+	for _, m := range get(sup, "volumeMounts").([]any) {
+		if p := fmt.Sprint(get(m, "mountPath")); strings.HasPrefix(p, "/var/lib/sandboxd") {
+			if want := strings.TrimPrefix(p, "/var/lib/sandboxd/"); get(m, "subPath") != want || p == "/var/lib/sandboxd" {
+				fail("sandboxd mounts %s without subPath %q: the helper needs a service-owned workspace root below a root-owned /var/lib/sandboxd", p, want)
+			}
+		}
+	}
+	socketGroup := ""
+	for _, e := range get(sup, "env").([]any) {
+		if get(e, "name") == "SANDBOXD_SOCKET_GROUP" {
+			socketGroup = fmt.Sprint(get(e, "value"))
+		}
+	}
+	if socketGroup == "" || socketGroup == fmt.Sprint(helperGID) {
+		fail("sandboxd SANDBOXD_SOCKET_GROUP %q: want the callers' group, never the helper's %d", socketGroup, helperGID)
 	}
 	return bad
 }
