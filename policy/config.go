@@ -13,9 +13,12 @@ import (
 
 // Defaults of the operator settings (DESIGN.md, "Limits"; API.md).
 const (
-	DefaultSocketPath       = api.DefaultSocket
-	DefaultStateDir         = "/var/lib/sandboxd"
-	DefaultAuditLogName     = "audit.log" // below the state dir
+	DefaultSocketPath = api.DefaultSocket
+	DefaultStateDir   = "/var/lib/sandboxd"
+	// DefaultAuditLogName is below the state dir, in a directory of its own:
+	// the state dir itself is root-owned (the helper requires the parent of
+	// workspaces/ to be), and the installer makes audit/ the service user's.
+	DefaultAuditLogName     = "audit/audit.log"
 	DefaultHelperPath       = "/usr/local/libexec/sandboxd/sandboxd-nsinit"
 	DefaultHelperConfigPath = "/etc/sandboxd/nsinit.json"
 	// DefaultAuditRotateBytes starts a new audit log file past 64 MiB
@@ -93,7 +96,7 @@ type Config struct {
 
 	// StateDir holds workspaces, sessions and, by default, the audit log.
 	StateDir string
-	// AuditLogPath is the audit log; empty means StateDir/audit.log (see
+	// AuditLogPath is the audit log; empty means StateDir/audit/audit.log (see
 	// AuditLog).
 	AuditLogPath string
 	// AuditFsync makes every audit record durable before the supervisor acts
@@ -231,7 +234,7 @@ func (c *Config) setShareDefaults() {
 	c.ArchiveCallerMaxBytes = DefaultArchiveCallerMaxBytes
 }
 
-// AuditLog returns the audit log path: AuditLogPath, or audit.log in the
+// AuditLog returns the audit log path: AuditLogPath, or audit/audit.log in the
 // state dir when that is unset. It is computed rather than defaulted so that
 // --state-dir alone moves the audit log along with everything else.
 func (c Config) AuditLog() string {
@@ -258,7 +261,7 @@ func settings() []setting {
 		{"allow-uid", "uid allowed to use the API besides root and the supervisor's own uid (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowUIDs} }},
 		{"allow-gid", "primary gid allowed to use the API (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowGIDs} }},
 		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
-		{"audit-log", "audit log path (default <state-dir>/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
+		{"audit-log", "audit log path (default <state-dir>/audit/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
 		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
 		{"audit-rotate-bytes", "start a new audit log file, hash-linked to the old one, past this size; 0 never (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.AuditRotateBytes) }},
 		{"audit-retention-files", "rotated audit files kept; older ones are deleted, oldest first, after a prune record naming them is in the chain; 0 keeps all", func(c *Config) flag.Value { return (*intValue)(&c.AuditRetentionFiles) }},

@@ -32,7 +32,7 @@ func TestDefaults(t *testing.T) {
 	}{
 		{"socket", c.SocketPath, "/run/sandboxd/sandboxd.sock"},
 		{"state dir", c.StateDir, "/var/lib/sandboxd"},
-		{"audit log", c.AuditLog(), "/var/lib/sandboxd/audit.log"},
+		{"audit log", c.AuditLog(), "/var/lib/sandboxd/audit/audit.log"},
 		{"exec timeout", c.ExecTimeoutMS, int64(30000)},
 		{"exec timeout max", c.ExecTimeoutMaxMS, int64(60000)},
 		{"exec timeout cap", c.ExecTimeoutCapMS, int64(600000)},
@@ -63,7 +63,7 @@ func TestDefaults(t *testing.T) {
 func TestAuditLogFollowsStateDir(t *testing.T) {
 	c := Defaults()
 	c.StateDir = "/srv/sbx"
-	if got := c.AuditLog(); got != "/srv/sbx/audit.log" {
+	if got := c.AuditLog(); got != "/srv/sbx/audit/audit.log" {
 		t.Fatalf("AuditLog = %q", got)
 	}
 	c.AuditLogPath = "/var/log/sandboxd/audit.log"
@@ -111,7 +111,7 @@ func TestLoadPrecedence(t *testing.T) {
 			}
 		}},
 		{"env over default", map[string]string{"SANDBOXD_SOCKET": "/tmp/e.sock", "SANDBOXD_STATE_DIR": "/srv/s"}, nil, func(t *testing.T, c Config) {
-			if c.SocketPath != "/tmp/e.sock" || c.StateDir != "/srv/s" || c.AuditLog() != "/srv/s/audit.log" {
+			if c.SocketPath != "/tmp/e.sock" || c.StateDir != "/srv/s" || c.AuditLog() != "/srv/s/audit/audit.log" {
 				t.Errorf("got %q %q %q", c.SocketPath, c.StateDir, c.AuditLog())
 			}
 		}},

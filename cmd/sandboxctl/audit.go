@@ -46,7 +46,7 @@ func cmdAudit(args []string, sio stdio, lookupEnv func(string) (string, bool)) i
 }
 
 // defaultAuditLog is where sandboxd writes by default: $SANDBOXD_AUDIT_LOG,
-// else audit.log in $SANDBOXD_STATE_DIR or the default state directory.
+// else audit/audit.log in $SANDBOXD_STATE_DIR or the default state directory.
 func defaultAuditLog(lookupEnv func(string) (string, bool)) string {
 	if p, _ := lookupEnv("SANDBOXD_AUDIT_LOG"); p != "" {
 		return p

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,8 +98,18 @@ func TestAuditVerifyIntact(t *testing.T) {
 	if _, _, code := actl(t, map[string]string{"SANDBOXD_AUDIT_LOG": path}, "audit", "verify"); code != 0 {
 		t.Fatalf("verify of $SANDBOXD_AUDIT_LOG: exit %d", code)
 	}
-	if _, _, code := actl(t, map[string]string{"SANDBOXD_STATE_DIR": filepath.Dir(path)}, "audit", "verify"); code != 0 {
-		t.Fatalf("verify of $SANDBOXD_STATE_DIR/audit.log: exit %d", code)
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, "audit"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(path, filepath.Join(state, "audit", "audit.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(path+".head", filepath.Join(state, "audit", "audit.log.head")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if _, _, code := actl(t, map[string]string{"SANDBOXD_STATE_DIR": state}, "audit", "verify"); code != 0 {
+		t.Fatalf("verify of $SANDBOXD_STATE_DIR/audit/audit.log: exit %d", code)
 	}
 	out, _, code = actl(t, nil, "audit", "verify", "--json", path)
 	var v struct {
