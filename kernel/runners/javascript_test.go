@@ -172,7 +172,7 @@ console.log('done');
 
 func TestJavaScriptOnceMode(t *testing.T) {
 	k := startKernel(t, "javascript", ModeEnv+"="+ModeOnce)
-	r := k.exec("console.log(process.env." + ModeEnv + "); function main(i) { return i.v } ", withEntry("main", `{"v":[true]}`)).mustOK(t)
+	r := k.exec("console.log(process.env."+ModeEnv+"); function main(i) { return i.v } ", withEntry("main", `{"v":[true]}`)).mustOK(t)
 	if r.stdout != "undefined\n" || string(r.result.ReturnValue) != "[true]" {
 		t.Fatalf("stdout %q return %s", r.stdout, r.result.ReturnValue)
 	}
