@@ -9,16 +9,36 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/kernel/protocol"
+	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
-// interpreters are the real ones the sandbox runs (nsinit's runtimes).
-var interpreters = map[string]string{"python": "/usr/bin/python3", "javascript": "/usr/bin/node"}
+// launchArgs is the argv nsinit's default config runs the payload with
+// (the real /usr/bin/python3 and /usr/bin/node, Python through its
+// bootstrap), with the code file at codePath instead of under
+// /run/sandboxd: the runners are tested as the sandbox starts them.
+func launchArgs(t *testing.T, lang, codePath string) []string {
+	t.Helper()
+	rt, ok := config.Default("", "", "").Runtimes[lang]
+	if !ok {
+		t.Fatalf("nsinit has no runtime %q", lang)
+	}
+	inSandbox := config.SandboxDir + "/" + rt.CodeFile
+	var args []string
+	for _, a := range rt.Argv[1:] {
+		args = append(args, strings.ReplaceAll(a, inSandbox, codePath))
+	}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, codePath) }) {
+		t.Fatalf("runtime %q argv %q does not name %s", lang, rt.Argv, inSandbox)
+	}
+	return append([]string{rt.Argv[0]}, args...)
+}
 
 var codeFiles = map[string]string{"python": "main.py", "javascript": "main.js"}
 
@@ -69,7 +89,8 @@ func startKernel(t *testing.T, lang string, env ...string) *kernel {
 	if err := os.WriteFile(codePath, []byte(src), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(interpreters[lang], codePath)
+	argv := launchArgs(t, lang, codePath)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = work
 	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work}, env...)
 	k := &kernel{t: t, lang: lang, dir: work, cmd: cmd, diag: &lockedBuffer{}, waitErr: make(chan error, 1)}
