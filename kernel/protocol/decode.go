@@ -135,7 +135,7 @@ func parseFrame(line []byte) (Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFields(typ, fields); err != nil {
+	if err := checkFields(typ, line, fields); err != nil {
 		return nil, err
 	}
 	var f Frame
@@ -158,32 +158,33 @@ func parseFrame(line []byte) (Frame, error) {
 	return f, nil
 }
 
-// frameTypeOf reads the "type" field alone.
-func frameTypeOf(line []byte, fields map[string]byte) (string, error) {
-	if fields["type"] != '"' {
+// frameTypeOf reads the "type" field alone, from where topLevelFields
+// found it (decoding the whole line for it would scan a 32 MiB frame
+// once more).
+func frameTypeOf(line []byte, fields map[string]int) (string, error) {
+	at, ok := fields["type"]
+	if !ok || line[at] != '"' {
 		return "", protoErr(errdefs.ErrInvalid, "frame has no string \"type\"")
 	}
-	var env struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(line, &env); err != nil {
+	var typ string
+	if err := json.Unmarshal(line[at:stringEnd(line, at)+1], &typ); err != nil {
 		return "", protoErr(errdefs.ErrInvalid, "frame type: %v", err)
 	}
-	if _, ok := fieldSpecs[env.Type]; !ok {
-		return "", protoErr(errdefs.ErrInvalid, "unknown frame type %.64q", env.Type)
+	if _, ok := fieldSpecs[typ]; !ok {
+		return "", protoErr(errdefs.ErrInvalid, "unknown frame type %.64q", typ)
 	}
-	return env.Type, nil
+	return typ, nil
 }
 
 // checkFields enforces the exact field names (encoding/json alone would
 // accept "ID" for "id") and that null appears only as a return value.
-func checkFields(typ string, fields map[string]byte) error {
+func checkFields(typ string, line []byte, fields map[string]int) error {
 	spec := fieldSpecs[typ]
-	for name, first := range fields {
+	for name, at := range fields {
 		if _, ok := spec[name]; !ok {
 			return protoErr(errdefs.ErrInvalid, "unknown field %.64q in a %s frame", name, typ)
 		}
-		if first == 'n' && name != "return_value" {
+		if line[at] == 'n' && name != "return_value" {
 			return protoErr(errdefs.ErrInvalid, "field %q of a %s frame is null", name, typ)
 		}
 	}
@@ -230,10 +231,10 @@ func decodeStrict(line []byte, f Frame) error {
 	return nil
 }
 
-// topLevelFields returns the object's top-level keys, each with the first
-// byte of its value, and refuses duplicates. line is valid JSON here.
-func topLevelFields(line []byte) (map[string]byte, error) {
-	fields := map[string]byte{}
+// topLevelFields returns the object's top-level keys, each with the offset
+// of its value, and refuses duplicates. line is valid JSON here.
+func topLevelFields(line []byte) (map[string]int, error) {
+	fields := map[string]int{}
 	depth, expectKey := 0, false
 	for i := 0; i < len(line); i++ {
 		switch c := line[i]; c {
@@ -279,17 +280,17 @@ func stringEnd(b []byte, i int) int {
 	return len(b) - 1
 }
 
-// valueStart returns the first byte of the value after the key ending
-// before i (skipping the colon and whitespace).
-func valueStart(b []byte, i int) byte {
+// valueStart returns the offset of the value after the key ending before
+// i (skipping the colon and whitespace). In valid JSON there is one.
+func valueStart(b []byte, i int) int {
 	for ; i < len(b); i++ {
 		switch b[i] {
 		case ' ', '\t', '\r', '\n', ':':
 		default:
-			return b[i]
+			return i
 		}
 	}
-	return 0
+	return len(b) - 1
 }
 
 var pngMagic = []byte("\x89PNG\r\n\x1a\n")
