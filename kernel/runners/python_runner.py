@@ -130,6 +130,7 @@ class Kernel:
         self.state = threading.Condition()
         self.in_user_code = False
         self.pending_interrupt = False
+        self.sync_lock = threading.Lock()
         self.requests = queue.Queue()
         self.loop = None
         self._setup_fds()
@@ -271,7 +272,12 @@ class Kernel:
 
     def _sync_streams(self):
         """Returns once everything written to fd 1/2 before the call has
-        been sent as stream frames."""
+        been sent as stream frames. Serialised: a display() from a caller
+        thread must not replace the marker the main thread waits for."""
+        with self.sync_lock:
+            self._sync_streams_locked()
+
+    def _sync_streams_locked(self):
         for name, fd in (("stdout", 1), ("stderr", 2)):
             for f in (sys.stdout, sys.stderr, self.stdout, self.stderr):
                 try:
@@ -381,7 +387,12 @@ class Kernel:
     def display(self, *objs):
         """The display() builtin: every rich representation the object has
         (PNG, SVG, HTML, JSON), then text/plain unless an image was shown."""
-        masked, self.in_user_code = self.in_user_code, False  # no interrupt mid-frame
+        # No interrupt mid-frame. Only the main thread runs signal handlers,
+        # so only its calls need masking.
+        on_main = threading.current_thread() is threading.main_thread()
+        masked = on_main and self.in_user_code
+        if masked:
+            self.in_user_code = False
         try:
             for obj in objs:
                 for mime, payload in self._bundle(obj):
@@ -437,7 +448,7 @@ class Kernel:
             frame["data"] = payload
         try:
             self.chan.send(frame)
-        except (FrameTooLarge, ValueError) as e:
+        except (FrameTooLarge, ValueError, TypeError) as e:
             self.stderr.write("display %s dropped: %s\n" % (mime, e))
 
     @staticmethod

@@ -251,3 +251,26 @@ func TestPythonOnceMode(t *testing.T) {
 		t.Fatalf("runner exited %d, want 7", code)
 	}
 }
+
+// display() from caller threads while the main thread ends the exec must
+// neither deadlock nor lose the main thread's displays.
+func TestPythonDisplayFromThreads(t *testing.T) {
+	k := startKernel(t, "python")
+	code := `import threading
+def worker(i):
+    for j in range(50):
+        display(i * 100 + j)
+        print("w", i, j)
+ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+display("main")
+`
+	r := k.exec(code).mustOK(t)
+	if len(r.displays) != 201 || r.displays[200].Text() != "'main'" {
+		t.Fatalf("%d displays, last %+v", len(r.displays), r.displays[len(r.displays)-1])
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 200 || strings.Contains(r.stdout+r.stderr, "sandboxd-sync") {
+		t.Fatalf("%d lines of stdout, a sync marker leaked: %q", n, r.stdout)
+	}
+}
