@@ -51,7 +51,7 @@ type kernel struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	enc     *protocol.Encoder
-	dec     *protocol.Decoder
+	conn    *protocol.Conn
 	diag    *lockedBuffer
 	ready   *protocol.Ready
 	nextID  int
@@ -113,23 +113,25 @@ func startKernel(t *testing.T, lang string, env ...string) *kernel {
 			t.Logf("%s runner diagnostics:\n%s", lang, k.diag.String())
 		}
 	})
-	k.enc, k.dec = protocol.NewEncoder(k.stdin), protocol.NewDecoder(out)
-	f := k.next(60 * time.Second)
-	r, ok := f.(*protocol.Ready)
-	if !ok || r.Language != lang {
-		t.Fatalf("first frame %#v, want ready for %s", f, lang)
+	k.enc, k.conn = protocol.NewEncoder(k.stdin), protocol.NewConn(out)
+	timer := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	r, err := k.conn.Ready()
+	timer.Stop()
+	if err != nil || r.Language != lang {
+		t.Fatalf("ready = %#v, %v; want ready for %s (diagnostics: %s)", r, err, lang, k.diag.String())
 	}
 	k.ready = r
 	return k
 }
 
-// next reads one frame, failing the test on a protocol error or when none
-// comes within d (then the runner is killed).
+// next reads one frame of the running exec through protocol.Conn (so the
+// runners are held to the sequence rules too), failing the test on a
+// protocol error or when none comes within d (then the runner is killed).
 func (k *kernel) next(d time.Duration) protocol.Frame {
 	k.t.Helper()
 	timer := time.AfterFunc(d, func() { _ = k.cmd.Process.Kill() })
 	defer timer.Stop()
-	f, err := k.dec.Next()
+	f, err := k.conn.Next()
 	if err != nil {
 		k.t.Fatalf("%s kernel: %v (diagnostics: %s)", k.lang, err, k.diag.String())
 	}
@@ -159,6 +161,9 @@ func (k *kernel) send(code string, opts ...execOpt) string {
 	req := protocol.Execute{ID: fmt.Sprintf("exec-%d", k.nextID), Code: code}
 	for _, o := range opts {
 		o(&req)
+	}
+	if err := k.conn.Begin(req.ID); err != nil {
+		k.t.Fatal(err)
 	}
 	if err := k.enc.Execute(req); err != nil {
 		k.t.Fatal(err)
@@ -207,6 +212,22 @@ func (k *kernel) checkID(want, got string) {
 func (k *kernel) exec(code string, opts ...execOpt) *run {
 	k.t.Helper()
 	return k.collect(k.send(code, opts...), 60*time.Second)
+}
+
+// beforeFirstDisplay is the stdout sent before the exec's first display.
+func (r *run) beforeFirstDisplay() string {
+	var b strings.Builder
+	for _, f := range r.frames {
+		switch v := f.(type) {
+		case *protocol.Display:
+			return b.String()
+		case *protocol.Stream:
+			if v.Name == protocol.StreamStdout {
+				b.WriteString(v.Data)
+			}
+		}
+	}
+	return b.String()
 }
 
 // mustOK fails unless the exec ended with exit 0 and no exception.

@@ -132,8 +132,8 @@ undefined`).mustOK(t)
 	if w, h := pngSize(t, r.displays[2].DataBase64); w != 1 || h != 1 {
 		t.Fatalf("png %dx%d", w, h)
 	}
-	if s, ok := r.frames[0].(*protocol.Stream); !ok || s.Data != "first\n" {
-		t.Fatalf("first frame %#v, want the log before display()", r.frames[0])
+	if got := r.beforeFirstDisplay(); got != "first\n" {
+		t.Fatalf("stdout before the first display %q, want the output written before display()", got)
 	}
 	r = k.exec("display('application/x-sh', 'x')")
 	if r.result.Exception == nil || r.result.Exception.Type != "TypeError" {
