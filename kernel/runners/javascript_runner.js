@@ -78,6 +78,12 @@ class Pump {
       this.seen.add(buf.subarray(at, at + MARK_LEN).toString('latin1'));
       buf = buf.subarray(at + MARK_LEN);
       this.relay.drain();
+      if (this.relay.current === null) {
+        // that marker was the exec's result: the rest is the next exec's
+        if (buf.length) this.held.push(Buffer.from(buf));
+        this.stream.pause();
+        return;
+      }
     }
     for (let k = Math.min(MARK_PREFIX.length - 1, buf.length); k > 0; k--) {
       if (MARK_PREFIX.subarray(0, k).equals(buf.subarray(buf.length - k))) {
@@ -148,7 +154,9 @@ class Relay {
   }
 
   drain() {
-    while (this.queue.length && this.pumps.every((p) => p.seen.has(this.queue[0].marker))) {
+    // Messages wait while no exec runs (a timer's display between execs
+    // goes to the next exec, like its output): no frame outside an exec.
+    while (this.current !== null && this.queue.length && this.pumps.every((p) => p.seen.has(this.queue[0].marker))) {
       const m = this.queue.shift();
       for (const p of this.pumps) p.seen.delete(m.marker);
       if (m.type === 'display') this.display(m);
@@ -176,7 +184,6 @@ class Relay {
       sendFrame(result);
     }
     this.current = null;
-    for (const p of this.pumps) p.seen.clear();
     if (this.once) this.exit(result.exit_code);
     this.next();
   }
@@ -207,6 +214,7 @@ class Relay {
     this.current = String(req.id);
     this.count++;
     for (const p of this.pumps) p.resume();
+    this.drain();
     this.child.send({ type: 'execute', code: req.code, entrypoint: req.entrypoint, inputs: req.inputs });
   }
 

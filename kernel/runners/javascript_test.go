@@ -191,3 +191,18 @@ func TestJavaScriptEvaluatorDeath(t *testing.T) {
 		t.Fatalf("relay exited %d, want 9", code)
 	}
 }
+
+// Timers that keep logging and displaying across execs: every frame must
+// belong to the exec running when it is sent (protocol.Conn checks).
+func TestJavaScriptBackgroundOutputStaysInsideExecs(t *testing.T) {
+	k := startKernel(t, "javascript")
+	k.exec("let i = 0; setInterval(() => { i++; console.log('bg', i); if (i % 5 === 0) display('text/plain', String(i)) }, 1)").mustOK(t)
+	seen := 0
+	for i := 0; i < 40; i++ {
+		r := k.exec("await new Promise(r => setTimeout(r, 3))").mustOK(t)
+		seen += strings.Count(r.stdout, "bg ")
+	}
+	if seen == 0 {
+		t.Fatal("the timer's output never arrived")
+	}
+}

@@ -78,11 +78,13 @@ class StreamPump(threading.Thread):
         text = self.decoder.decode(data)
         if not text:
             return
+        # Send under the state lock: the main thread clears `current` under
+        # it before sending the result, so no stream frame of an exec can
+        # follow its result.
         with self.kernel.state:
             while self.kernel.current is None:
                 self.kernel.state.wait()
-            exec_id = self.kernel.current
-        self.kernel.chan.send({"type": "stream", "id": exec_id, "name": self.name, "data": text})
+            self.kernel.chan.send({"type": "stream", "id": self.kernel.current, "name": self.name, "data": text})
 
     def run(self):
         while True:
@@ -447,7 +449,11 @@ class Kernel:
         else:
             frame["data"] = payload
         try:
-            self.chan.send(frame)
+            with self.state:  # as in StreamPump.emit: never after the result
+                if self.current != exec_id:
+                    self.diag("display after its exec ended dropped")
+                    return
+                self.chan.send(frame)
         except (FrameTooLarge, ValueError, TypeError) as e:
             self.stderr.write("display %s dropped: %s\n" % (mime, e))
 

@@ -272,3 +272,28 @@ display("main")
 		t.Fatalf("%d lines of stdout, a sync marker leaked: %q", n, r.stdout)
 	}
 }
+
+// A caller thread that keeps printing and displaying across execs: every
+// frame must still belong to the exec running when it is sent (protocol.Conn
+// fails the test otherwise), and nothing may come after a result.
+func TestPythonBackgroundOutputStaysInsideExecs(t *testing.T) {
+	k := startKernel(t, "python")
+	k.exec(`import threading, time, sys
+def chatter():
+    i = 0
+    while True:
+        i += 1
+        print("bg", i)
+        if i % 50 == 0:
+            display(i)
+threading.Thread(target=chatter, daemon=True).start()
+`).mustOK(t)
+	seen := 0
+	for i := 0; i < 40; i++ {
+		r := k.exec("pass").mustOK(t)
+		seen += strings.Count(r.stdout, "bg ")
+	}
+	if seen == 0 {
+		t.Fatal("the background thread's output never arrived")
+	}
+}
