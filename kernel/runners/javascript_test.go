@@ -146,6 +146,7 @@ func TestJavaScriptStreamOrderAndRawFDs(t *testing.T) {
 	code := `const fs = require('fs');
 for (let i = 0; i < 200; i++) { console.log('out', i); console.error('err', i); }
 fs.writeSync(1, 'raw-out\n'); fs.writeSync(2, 'raw-err\n');
+fs.writeSync(1, Buffer.from([0xff, 0xe2, 0x82])); fs.writeSync(1, Buffer.from([0xac, 0x0a]));
 require('child_process').execSync('echo child-out; echo child-err >&2', {stdio: 'inherit'});
 `
 	r := k.exec(code).mustOK(t)
@@ -154,7 +155,7 @@ require('child_process').execSync('echo child-out; echo child-err >&2', {stdio: 
 		wantOut.WriteString("out " + strconv.Itoa(i) + "\n")
 		wantErr.WriteString("err " + strconv.Itoa(i) + "\n")
 	}
-	wantOut.WriteString("raw-out\nchild-out\n")
+	wantOut.WriteString("raw-out\n\uFFFD€\nchild-out\n")
 	wantErr.WriteString("raw-err\nchild-err\n")
 	if r.stdout != wantOut.String() || r.stderr != wantErr.String() {
 		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)

@@ -327,7 +327,7 @@ class Kernel:
     def _exit_code(self, code):
         if code is None:
             return 0
-        if isinstance(code, int) and not isinstance(code, bool):
+        if isinstance(code, int):  # bool included, as the interpreter does
             return code & 0xFF
         print(code, file=sys.stderr)
         return 1

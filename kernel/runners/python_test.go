@@ -212,6 +212,8 @@ for i in range(200):
     print("out", i)
     print("err", i, file=sys.stderr)
 os.write(1, b"raw-out\n")
+os.write(1, b"\xff\xe2\x82")  # not UTF-8, then half of a euro sign
+os.write(1, b"\xac\n")          # its other half: one character
 os.write(2, b"raw-err\n")
 subprocess.run(["/bin/sh", "-c", "echo child-out; echo child-err >&2"], check=True)
 `
@@ -221,7 +223,7 @@ subprocess.run(["/bin/sh", "-c", "echo child-out; echo child-err >&2"], check=Tr
 		wantOut.WriteString("out " + strconv.Itoa(i) + "\n")
 		wantErr.WriteString("err " + strconv.Itoa(i) + "\n")
 	}
-	wantOut.WriteString("raw-out\nchild-out\n")
+	wantOut.WriteString("raw-out\n\uFFFD€\nchild-out\n")
 	wantErr.WriteString("raw-err\nchild-err\n")
 	if r.stdout != wantOut.String() || r.stderr != wantErr.String() {
 		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)
