@@ -23,7 +23,7 @@ import (
 // (the real /usr/bin/python3 and /usr/bin/node, Python through its
 // bootstrap), with the code file at codePath instead of under
 // /run/sandboxd: the runners are tested as the sandbox starts them.
-func launchArgs(t *testing.T, lang, codePath string) []string {
+func launchArgs(t testing.TB, lang, codePath string) []string {
 	t.Helper()
 	rt, ok := config.Default("", "", "").Runtimes[lang]
 	if !ok {
@@ -45,7 +45,7 @@ var codeFiles = map[string]string{"python": "main.py", "javascript": "main.js"}
 // kernel is a runner started outside the sandbox, driven through
 // kernel/protocol exactly as the supervisor drives it.
 type kernel struct {
-	t       *testing.T
+	t       testing.TB
 	lang    string
 	dir     string // its working directory, standing in for /workspace
 	cmd     *exec.Cmd
@@ -78,7 +78,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startKernel(t *testing.T, lang string, env ...string) *kernel {
+func startKernel(t testing.TB, lang string, env ...string) *kernel {
 	t.Helper()
 	src, err := Source(lang)
 	if err != nil {
