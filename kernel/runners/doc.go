@@ -1,0 +1,11 @@
+// Package runners owns the programs that run inside a session's sandbox as
+// its kernels: the Python and JavaScript runners, embedded here so that
+// the supervisor passes them as the payload's code. They speak
+// kernel/protocol on fd 0 and fd 1 (docs/KERNELS.md).
+//
+// The runners are convenience, not a boundary: they run in the same
+// process as caller code, so nothing they send is trusted (invariant I12;
+// kernel/protocol's decoder enforces that). They must never read a file or
+// environment variable of the host, and never write anything but frames on
+// the channel.
+package runners
