@@ -101,7 +101,9 @@ func TestLaunchRunsThroughEveryPhase(t *testing.T) {
 			t.Fatalf("%s record attributed to uid %d pid %d", r.Step, r.CallerUID, r.CallerPID)
 		}
 	}
-	if f := last(recs).FactMap(); f["pid_namespace_gone"] != true || f["stopped"] != "exited" {
+	// (pid_namespace_gone depends on the race between this short payload's
+	// exit and the pidfd_open of its pid: not asserted here.)
+	if f := last(recs).FactMap(); f["stopped"] != "exited" {
 		t.Fatalf("reap facts %v", f)
 	}
 	if _, err := os.Stat(filepath.Join(h.cfg.WorkspaceRoot, req.ExecID)); !errors.Is(err, os.ErrNotExist) {
