@@ -69,7 +69,7 @@ func TestQuotaFailsClosed(t *testing.T) {
 		bound       int64
 	}{
 		{"mode-000 directory", "import os\nos.mkdir('/workspace/locked')\nos.chmod('/workspace/locked', 0)\n", quotaBytes},
-		{"more than 100,000 entries", "import os\nos.mkdir('/workspace/many')\nfor i in range(100001):\n    os.close(os.open('/workspace/many/%d' % i, os.O_CREAT | os.O_WRONLY, 0o600))\n", 80 << 20},
+		{"more than 100,000 entries", "import os\nfor d in range(101):\n    os.mkdir('/workspace/m%d' % d)\n    for i in range(1000):\n        os.close(os.open('/workspace/m%d/%d' % (d, i), os.O_CREAT | os.O_WRONLY, 0o600))\n", 80 << 20},
 		{"path past 4096 bytes", "import os\nos.chdir('/workspace')\nfor i in range(20):\n    os.mkdir('d' * 250)\n    os.chdir('d' * 250)\n", quotaBytes},
 	}
 	for _, tr := range tricks {
