@@ -68,7 +68,7 @@ type launch struct {
 
 // Main runs the helper's launch order and returns its exit status; on
 // success, bwrap's (the helper waits for it as its relay). The order is the
-// one in DESIGN.md, one report per step:
+// one in docs/DESIGN.md, one report per step:
 //
 //	enter    config, spec, the prelude's namespaces, the workspace fd
 //	network  only "lo", up, in the prelude's network namespace

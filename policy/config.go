@@ -11,7 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 )
 
-// Defaults of the operator settings (DESIGN.md, "Limits"; API.md).
+// Defaults of the operator settings (docs/DESIGN.md; docs/API.md).
 const (
 	DefaultSocketPath = api.DefaultSocket
 	DefaultStateDir   = "/var/lib/sandboxd"
@@ -67,11 +67,11 @@ const (
 	// maxSocketPathLen is sizeof(sockaddr_un.sun_path) minus the NUL; a
 	// longer path cannot be bound at all.
 	maxSocketPathLen = 107
-	// MaxCodeBytesLimit keeps code below the launch spec's 4 MiB cap
-	// (nsinit/spec.MaxSize), with room for the rest of the spec: code
-	// travels to the helper inside the JSON spec. It is not a guarantee:
-	// JSON escaping can grow code up to six-fold, so the launcher must still
-	// check the encoded size.
+	// MaxCodeBytesLimit keeps code below what the launch spec can carry:
+	// code travels to the helper base64-encoded inside the JSON spec, whose
+	// encoded size nsinit/spec.MaxSize caps at 8 MiB, so 3 MiB of code
+	// (4 MiB encoded) leaves room for the rest of the spec. The launcher
+	// still checks the encoded size, which is what the helper enforces.
 	MaxCodeBytesLimit   = 3 << 20
 	maxTimeoutCapMS     = 24 * 3600 * 1000
 	maxOutputLimitBytes = 64 << 20

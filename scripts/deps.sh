@@ -15,4 +15,4 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-command -v go >/dev/null || { echo "deps: Go is required (go 1.25 or newer on PATH)" >&2; exit 1; }
+command -v go >/dev/null || { echo "deps: Go is required (go 1.26.8 or newer on PATH, as go.mod says)" >&2; exit 1; }

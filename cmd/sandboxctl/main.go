@@ -1,11 +1,14 @@
-// Command sandboxctl is the client CLI of sandboxd: it runs code through the
-// supervisor's API and checks the supervisor's health. It owns only
-// presentation (arguments, output, exit codes); the wire protocol is package
-// client's.
+// Command sandboxctl is the CLI of sandboxd, for callers and operators: it
+// runs code and manages sessions and files through the supervisor's API
+// (package client owns the wire protocol), reads and verifies the audit log
+// (package audit), checks a host (package doctor), and does the operator's
+// set-up chores (`admin`, e.g. delegating cgroup directories). It owns the
+// arguments, the output and the exit codes.
 //
-// It must never talk to anything but the supervisor's socket, never run the
-// code it is given itself, and never write a returned artifact outside the
-// directory it was asked to write into.
+// It must never run the code it is given itself, never grant itself a
+// privilege (what it changes as root, it changes because the operator ran
+// it as root), and never write a returned artifact outside the directory it
+// was asked to write into.
 package main
 
 import (
