@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/profiles"
 )
@@ -94,12 +95,10 @@ func WriteBPFCache(path string) error {
 	}
 	sum := sha256.Sum256(raw)
 	out := append([]byte(bpfCacheHeader(hex.EncodeToString(sum[:]))), prog...)
-	tmp := BPFCachePath(path) + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o644); err != nil {
+	// As root, in a directory the helper trusts: never through a planted
+	// symlink, never a half-written cache after a crash.
+	if err := atomicfile.WriteFile(BPFCachePath(path), out, 0o644); err != nil {
 		return fmt.Errorf("write cache: %w", err)
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, BPFCachePath(path))
+	return nil
 }

@@ -280,3 +280,36 @@ func TestPayloadFilterErrors(t *testing.T) {
 		t.Fatal("WriteBPFCache accepted a missing profile")
 	}
 }
+
+// WriteBPFCache runs as root at install time in a directory the helper
+// trusts: a symlink planted at its temporary name must be replaced, never
+// written through (os.WriteFile followed it and truncated its target), and
+// the cache must be durable before it replaces the old one.
+func TestWriteBPFCacheDoesNotFollowPlantedSymlink(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile(repoPayloadProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "payload.json")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, BPFCachePath(path)+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBPFCache(path); err != nil {
+		t.Fatalf("WriteBPFCache: %v", err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "keep" {
+		t.Fatalf("the symlink's target was overwritten (%d bytes)", len(got))
+	}
+	fi, err := os.Lstat(BPFCachePath(path))
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("cache: %v, %v; want a regular file, mode 0644", fi, err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -191,7 +191,8 @@ func (st *SessionStore) Owns(name string) bool {
 	return ok
 }
 
-// persist writes a session's metadata atomically (temp file, fsync, rename).
+// persist writes a session's metadata atomically and durably (package
+// atomicfile: temp file, fsync, rename, fsync of the directory).
 func (st *SessionStore) persist(s *Session) error {
 	st.mu.Lock()
 	b, err := json.MarshalIndent(s, "", "  ")
@@ -199,20 +200,10 @@ func (st *SessionStore) persist(s *Session) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(st.metaDir, s.ID+".json")
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(st.metaDir, s.ID+".json"), b, 0o600); err != nil {
 		return fmt.Errorf("write session %s: %w", s.ID, err)
 	}
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write session %s: %w", s.ID, err)
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, errMsg string, facts map[string]any) {

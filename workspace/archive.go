@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 // Archive writes a tar of the workspace to dst: directories, regular files
@@ -23,9 +25,9 @@ import (
 // sticky bit); owners are not stored; modification times are kept to the
 // nanosecond (PAX).
 //
-// The tar is written to dst+".tmp" (created 0600, truncated if left by a
-// crash), fsynced, and renamed to dst, whose directory is then fsynced: dst
-// is never a partial archive. Over maxBytes (<= 0: no limit) it returns
+// The tar is written with package atomicfile (dst+".tmp", created 0600 and
+// exclusive, a leftover of a crash replaced, fsynced, renamed to dst, whose
+// directory is then fsynced): dst is never a partial archive. Over maxBytes (<= 0: no limit) it returns
 // ErrTooLarge, removes dst+".tmp" and leaves dst as it was. A regular file
 // that shrinks while it is read fails the archive (the workspace should be
 // quiet when it is archived). dst is an operator path, not a workspace path:
@@ -50,52 +52,29 @@ func Archive(w *Workspace, dst string, maxBytes int64) (written int64, err error
 		return 0, fmt.Errorf("workspace: archive: %d bytes of files, limit %d: %w", used, maxBytes, ErrTooLarge)
 	}
 
-	tmp := dst + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return 0, fmt.Errorf("workspace: archive: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = f.Close()
-			_ = os.Remove(tmp)
+	var cw *capWriter
+	err = atomicfile.Write(dst, 0o600, func(f *os.File) error {
+		cw = &capWriter{w: bufio.NewWriterSize(f, 256<<10), max: maxBytes}
+		tw := tar.NewWriter(cw)
+		err := w.walk(func(e *entry) error {
+			if isTempName(e.name) {
+				return errSkipDir
+			}
+			return archiveEntry(w, tw, e)
+		})
+		if err == nil {
+			err = tw.Close()
 		}
-	}()
-	cw := &capWriter{w: bufio.NewWriterSize(f, 256<<10), max: maxBytes}
-	tw := tar.NewWriter(cw)
-	err = w.walk(func(e *entry) error {
-		if isTempName(e.name) {
-			return errSkipDir
+		if err == nil {
+			err = cw.w.(*bufio.Writer).Flush()
 		}
-		return archiveEntry(w, tw, e)
+		return err
 	})
-	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = cw.w.(*bufio.Writer).Flush()
-	}
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return 0, fmt.Errorf("workspace: archive: over %d bytes: %w", maxBytes, ErrTooLarge)
 		}
 		return 0, fmt.Errorf("workspace: archive: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("workspace: archive: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("workspace: archive: %w", err)
-	}
-	done = true
-	if err := os.Rename(tmp, dst); err != nil {
-		_ = os.Remove(tmp)
-		return 0, fmt.Errorf("workspace: archive: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(dst)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return cw.n, nil
 }
