@@ -19,12 +19,15 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Modes, as GET /v1/health reports them.
@@ -198,32 +201,32 @@ func parseCgroupMounts(path string) (map[string]string, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return cgroupMounts(f)
+}
+
+// cgroupMounts is parseCgroupMounts over an open mountinfo. The format's
+// escapes (a space in a mount point is "\040") are undone by
+// moby/sys/mountinfo, which runc and containerd use too.
+func cgroupMounts(r io.Reader) (map[string]string, error) {
+	infos, err := mountinfo.GetMountsFromReader(r, func(i *mountinfo.Info) (skip, stop bool) {
+		return i.Root != "/" || (i.FSType != "cgroup" && i.FSType != "cgroup2"), false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("parse mountinfo: %w", err)
+	}
 	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts [optional...] - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
+	for _, i := range infos {
+		keys := []string{""} // cgroup2: one unified hierarchy
+		if i.FSType == "cgroup" {
+			keys = strings.Split(i.VFSOptions, ",")
 		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 || pf[3] != "/" {
-			continue
-		}
-		switch qf[0] {
-		case "cgroup2":
-			if _, seen := out[""]; !seen {
-				out[""] = pf[4]
-			}
-		case "cgroup":
-			for _, o := range strings.Split(qf[2], ",") {
-				if _, seen := out[o]; !seen {
-					out[o] = pf[4]
-				}
+		for _, k := range keys {
+			if _, seen := out[k]; !seen {
+				out[k] = i.Mountpoint
 			}
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // Exec is one exec's cgroup (one directory per v1 controller, or one v2 directory).

@@ -58,6 +58,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// A mount point with a space is "\040" in mountinfo; a path used as given
+// would name a directory that does not exist (the hand-written parser did).
+func TestCgroupMountsUnescape(t *testing.T) {
+	mi := `35 31 0:32 / /srv/cg\040roups/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /srv/cg\040roups/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	mounts, err := parseCgroupMounts(filepath.Join(writeFakeProc(t, mi, ""), "mountinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mounts["memory"]; got != "/srv/cg roups/memory" {
+		t.Errorf("memory at %q, want the unescaped %q", got, "/srv/cg roups/memory")
+	}
+	if got := mounts[""]; got != "/srv/cg roups/unified" {
+		t.Errorf("cgroup2 at %q", got)
+	}
+}
+
 // fakeHost builds a proc view whose cgroup mounts point into a temp tree.
 func fakeHost(t *testing.T, v2Controllers string, ownV1 bool) (Host, string) {
 	t.Helper()

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
+
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
@@ -606,27 +608,19 @@ func checkCgroups(h Host, sup *Supervisor) Result {
 	if mounts, err := h.ReadFile("/proc/self/mountinfo"); err == nil {
 		var v1 []string
 		hybrid := ""
-		for _, line := range strings.Split(string(mounts), "\n") {
-			_, post, ok := strings.Cut(line, " - ")
-			if !ok {
-				continue
-			}
-			f := strings.Fields(post)
-			pre := strings.Fields(line)
-			if len(f) < 3 || len(pre) < 5 {
-				continue
-			}
-			switch f[0] {
+		infos, _ := mountinfo.GetMountsFromReader(bytes.NewReader(mounts), mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+		for _, m := range infos {
+			switch m.FSType {
 			case "cgroup":
-				for _, opt := range strings.Split(f[2], ",") {
+				for _, opt := range strings.Split(m.VFSOptions, ",") {
 					switch opt {
 					case "memory", "pids", "cpu", "cpuacct", "cpuset", "blkio", "devices", "freezer", "io":
 						v1 = append(v1, opt)
 					}
 				}
 			case "cgroup2":
-				if pre[4] != "/sys/fs/cgroup" {
-					hybrid = pre[4]
+				if m.Mountpoint != "/sys/fs/cgroup" {
+					hybrid = m.Mountpoint
 				}
 			}
 		}
