@@ -14,7 +14,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration bench load deps clean fmt vet
+.PHONY: all build run install test unit integration race lint bench load deps clean vet check-deploy k8s-schemas fuzz
 
 all: build
 
@@ -47,10 +47,11 @@ install: build
 run:
 	scripts/run.sh
 
-# Every unit and integration test. Integration tests run the real supervisor
-# as a real non-root user against the real helper with real file
-# capabilities; they need root to set that up and fail (never skip) under CI=true.
-test: deps build vet check-deploy
+# Every unit and integration test, the linters and the race detector.
+# Integration tests run the real supervisor as a real non-root user against
+# the real helper with real file capabilities; they need root to set that up
+# and fail (never skip) under CI=true. `deps` installs only what is missing.
+test: deps build vet lint race check-deploy
 	$(GO) test -count=1 -timeout 20m ./...
 
 unit:
@@ -58,6 +59,19 @@ unit:
 
 integration: build
 	$(GO) test -count=1 -v -timeout 20m ./integration/...
+
+# golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and
+# installs into the Go bin directory when missing.
+GOLANGCI_LINT = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/golangci-lint
+lint: deps
+	$(GOLANGCI_LINT) run ./...
+
+# The race detector on the packages whose tests run without root and
+# exercise concurrency of their own (the root-only launch path is covered
+# by the integration tests instead). Packages not present are skipped.
+RACE_PKGS := admission api audit client errdefs internal/atomicfile policy supervisor
+race:
+	$(GO) test -race -count=1 $$(for p in $(RACE_PKGS); do test -d $$p && echo ./$$p; done)
 
 vet:
 	$(GO) vet ./...

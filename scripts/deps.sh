@@ -16,3 +16,13 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 command -v go >/dev/null || { echo "deps: Go is required (go 1.26.8 or newer on PATH, as go.mod says)" >&2; exit 1; }
+
+# golangci-lint for `make lint`, at a pinned version, built from the Go module
+# proxy only when that version is not installed already.
+GOLANGCI_LINT_VERSION=v2.15.0
+gobin="$(go env GOBIN)"
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+if ! "$gobin/golangci-lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VERSION#v} "; then
+  echo "deps: installing golangci-lint $GOLANGCI_LINT_VERSION (go install, a few minutes)"
+  go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+fi

@@ -51,7 +51,7 @@ func (w *Workspace) openat(dirfd int, rel string, flags int, mode uint32) (int, 
 		mode = 0
 	}
 	fd, err := w.openat1(dirfd, rel, flags, mode)
-	if err == unix.ENOTDIR && flags&unix.O_DIRECTORY != 0 && w.isSymlink(dirfd, rel) {
+	if errors.Is(err, unix.ENOTDIR) && flags&unix.O_DIRECTORY != 0 && w.isSymlink(dirfd, rel) {
 		// O_DIRECTORY|O_NOFOLLOW reports a trailing symlink as ENOTDIR;
 		// tell the caller it was a symlink (an escape attempt).
 		err = unix.ELOOP
@@ -65,7 +65,7 @@ func (w *Workspace) openat(dirfd int, rel string, flags int, mode uint32) (int, 
 func (w *Workspace) isSymlink(dirfd int, rel string) bool {
 	fd, err := w.openat1(dirfd, rel, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err == unix.ELOOP
+		return errors.Is(err, unix.ELOOP)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
@@ -180,17 +180,17 @@ func (w *Workspace) mkdirAll(rel string) (int, error) {
 		var nfd int
 		for attempt := 0; ; attempt++ {
 			nfd, err = w.openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
-			if err != unix.ENOENT || attempt == 3 {
+			if !errors.Is(err, unix.ENOENT) || attempt == 3 {
 				break
 			}
 			// mkdirat never follows a symlink at its last component: an
 			// existing symlink gives EEXIST and the next open refuses it.
-			if err = unix.Mkdirat(cur, c, 0o700); err != nil && err != unix.EEXIST {
+			if err = unix.Mkdirat(cur, c, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 				break
 			}
 		}
 		_ = unix.Close(cur)
-		if err == unix.ENOTDIR {
+		if errors.Is(err, unix.ENOTDIR) {
 			return -1, ErrNotRegular
 		}
 		if err != nil {

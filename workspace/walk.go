@@ -88,7 +88,7 @@ func (w *Workspace) walkDir(fd int, dir string, count *int, fn func(e *entry) er
 			return nil, pathErr("stat", rel, err)
 		}
 		err := fn(&e)
-		if err == errSkipDir {
+		if errors.Is(err, errSkipDir) {
 			continue
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -139,7 +140,7 @@ func (w *Workspace) Put(path string, r io.Reader, maxBytes int64) (size int64, s
 		default:
 			return 0, "", fmt.Errorf("workspace: put %q: the target is a %s: %w", path, kindOf(st.Mode), ErrNotRegular)
 		}
-	case err == unix.ENOENT:
+	case errors.Is(err, unix.ENOENT):
 	default:
 		return 0, "", pathErr("put", path, err)
 	}
@@ -318,9 +319,9 @@ func (w *Workspace) Delete(path string) error {
 	}
 	defer unix.Close(pfd)
 	err = unix.Unlinkat(pfd, base, 0)
-	if err == unix.EISDIR || err == unix.EPERM {
+	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
 		err = unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR)
-		if err == unix.EEXIST || err == unix.ENOTEMPTY {
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return fmt.Errorf("workspace: delete %q: %w", path, ErrNotEmpty)
 		}
 	}

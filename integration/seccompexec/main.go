@@ -106,7 +106,7 @@ func run() error {
 		}
 	}
 	if nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); err != nil || nnp != 0 {
-		return fmt.Errorf("no_new_privs is %d (%v); file capabilities would not work", nnp, err)
+		return fmt.Errorf("no_new_privs is %d (%w); file capabilities would not work", nnp, err)
 	}
 	return syscall.Exec(path, args, os.Environ())
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,9 +82,10 @@ func world(t *testing.T) string {
 
 func build(t *testing.T, dir string) string {
 	t.Helper()
+	// go test puts its own toolchain first on PATH.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go tool is not on PATH: %v", err)
 	}
 	out := filepath.Join(dir, "seccompexec")
 	cmd := exec.Command(goTool, "build", "-o", out, ".")

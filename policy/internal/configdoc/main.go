@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -42,7 +43,7 @@ func main() {
 		_, _ = os.Stdout.Write(doc)
 		return
 	}
-	if err := os.WriteFile(*out, doc, 0o644); err != nil {
+	if err := atomicfile.WriteFile(*out, doc, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "configdoc:", err)
 		os.Exit(1)
 	}
@@ -65,7 +66,7 @@ var probes = map[string][]string{
 // flag's parser) accept, with every other setting at its default.
 func accepted(d policy.SettingDoc) (string, error) {
 	if msgs, err := probe(d.Flag, d.Default); err != nil || len(msgs) > 0 {
-		return "", fmt.Errorf("the default %q of --%s is refused: %v %q", d.Default, d.Flag, err, msgs)
+		return "", fmt.Errorf("the default %q of --%s is refused: %w %q", d.Default, d.Flag, err, msgs)
 	}
 	var phrases []string
 	seen := map[string]bool{}
@@ -115,7 +116,7 @@ func probe(name, value string) ([]string, error) {
 	}
 	text, ok := strings.CutPrefix(text, "invalid configuration: ")
 	if !ok {
-		return nil, fmt.Errorf("probe --%s=%q: unexpected error %q", name, value, err)
+		return nil, fmt.Errorf("probe --%s=%q: unexpected error: %w", name, value, err)
 	}
 	return strings.Split(text, "\n"), nil
 }
