@@ -1,11 +1,14 @@
 package cgroup
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 const mountinfoHybrid = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -153,18 +156,10 @@ func TestCreateRefusesBadNames(t *testing.T) {
 // checks the limits read back and removes it (the integration tests move
 // real payloads in and prove the limits bite).
 func TestRealV1(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to delegate a cgroup; CI=true forbids skipping")
-		}
-		t.Skip("needs root to delegate a cgroup")
-	}
+	testutil.RequireRoot(t, "delegate a cgroup")
 	own, err := OwnV1Dirs(Host{})
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("this host is expected to have cgroup v1 controllers: %v", err)
-		}
-		t.Skipf("no cgroup v1 hierarchies: %v", err)
+		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies (this host is expected to have them): %v", err))
 	}
 	parent := "sandboxd-unit-" + strconv.Itoa(os.Getpid())
 	for _, c := range Controllers {

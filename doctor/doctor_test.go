@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -488,12 +489,10 @@ func TestRealHost(t *testing.T) {
 // temporary directory given the helper's capabilities with setcap must read
 // back as exactly what the helper check wants.
 func TestRealFileCaps(t *testing.T) {
+	testutil.RequireRoot(t, "set file capabilities")
 	setcap, err := exec.LookPath("setcap")
-	if os.Geteuid() != 0 || err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: need root and setcap (euid %d, %v)", os.Geteuid(), err)
-		}
-		t.Skip("needs root and setcap")
+	if err != nil {
+		testutil.SkipOrFail(t, fmt.Sprintf("needs setcap: %v", err))
 	}
 	f := filepath.Join(t.TempDir(), "helper")
 	if err := os.WriteFile(f, []byte("#!/bin/true\n"), 0o750); err != nil {

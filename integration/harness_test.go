@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -43,19 +44,6 @@ var testUser = func() string {
 	}
 	return "sandboxd-it"
 }()
-
-// requireRoot stops a test that needs root: a skip with the reason, or a
-// failure under CI=true, where nothing may skip.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("integration tests need root (they create a service user and set file capabilities); CI=true forbids skipping")
-	}
-	t.Skip("integration tests need root: they create a service user and install the helper with file capabilities")
-}
 
 // repoRoot is the checkout, two levels up from this package.
 func repoRoot(t testing.TB) string {
@@ -101,7 +89,7 @@ func (in *installation) path(p ...string) string {
 // setup builds and installs sandboxd once per test binary.
 func setup(t testing.TB) *installation {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t, "create a service user and install the helper with file capabilities")
 	envOnce.Do(func() { shared, envErr = install(repoRoot(t)) })
 	if envErr != nil {
 		t.Fatalf("set up the installation: %v", envErr)

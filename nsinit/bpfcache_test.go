@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/profiles"
 )
 
@@ -54,7 +55,7 @@ func TestReadBPFCacheMissing(t *testing.T) {
 }
 
 func TestReadBPFCache(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "create root-owned files")
 	sha := shaOf([]byte("profile bytes"))
 	otherSHA := shaOf([]byte("another profile"))
 	prog := bytes.Repeat([]byte{0x06, 0, 0, 0, 0, 0, 0xff, 0x7f}, 3) // 3 x "ret ALLOW"
@@ -173,7 +174,7 @@ func compileFresh(t *testing.T, raw []byte) []byte {
 }
 
 func TestWriteBPFCacheAndPayloadFilter(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "create root-owned files")
 	path, raw := installProfile(t)
 	fresh := compileFresh(t, raw)
 	sha := shaOf(raw)

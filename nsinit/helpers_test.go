@@ -8,23 +8,6 @@ import (
 	"testing"
 )
 
-// requireRoot skips a test that needs root (root-owned files, chown), or
-// fails it under CI=true, where a skipped privileged test would hide a gap.
-//
-// This package does not link the C prelude (only cmd/sandboxd-nsinit does),
-// so its tests run with root's capabilities; chownExec still goes through
-// chown(1) so the tests do not depend on that.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("this test needs root (euid %d) and CI=true forbids skipping it", os.Geteuid())
-	}
-	t.Skipf("needs root to create root-owned files (euid %d)", os.Geteuid())
-}
-
 // chownExec changes the owner of path (not following a symlink) through the
 // chown(1) program.
 func chownExec(t *testing.T, path string, uid, gid int) {

@@ -21,6 +21,8 @@ import (
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 const (
@@ -43,21 +45,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// requireRoot skips a test that needs root, or fails it under CI=true, where
-// a skipped privileged test would hide a broken setup.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (installs seccomp filters without no_new_privs, switches uid)")
-	}
-}
-
 // requireExecutable returns path if it is an executable file, else skips
 // (fails under CI=true).
 func requireExecutable(t testing.TB, path string) string {
 	t.Helper()
 	if st, err := os.Stat(path); err != nil || st.Mode()&0o111 == 0 {
-		skipOrFail(t, fmt.Sprintf("%s not available", path))
+		testutil.SkipOrFail(t, fmt.Sprintf("%s not available", path))
 	}
 	return path
 }
@@ -128,14 +121,6 @@ func msg(msgAndArgs []any) string {
 		return ": " + fmt.Sprintf(f, msgAndArgs[1:]...)
 	}
 	return ": " + fmt.Sprint(msgAndArgs...)
-}
-
-func skipOrFail(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(reason + " (CI=true: not skipping)")
-	}
-	t.Skip(reason)
 }
 
 // childCmd builds a command that re-executes the test binary as a child in

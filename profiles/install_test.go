@@ -15,6 +15,8 @@ import (
 
 	mobyseccomp "github.com/moby/profiles/seccomp"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 // runProbeChild installs profile in a re-exec'd child and returns the
@@ -31,7 +33,7 @@ func runProbeChild(t *testing.T, profile, loader string, env ...string) probeRep
 }
 
 func TestPayloadBehaviour(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs and switch uid")
 	const (
 		eperm  = int(unix.EPERM)
 		enosys = int(unix.ENOSYS)
@@ -121,7 +123,7 @@ func TestPayloadBehaviour(t *testing.T) {
 // the caller holds CAP_SYS_ADMIN (so file capabilities keep working), set
 // when it does not (the kernel requires it), and the filter loads either way.
 func TestInstallNoNewPrivs(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs and switch uid")
 	rep := runProbeChild(t, PayloadName, "install")
 	equal(t, 0, rep.NoNewPrivs, "Install set no_new_privs although the caller had CAP_SYS_ADMIN")
 	rep = runProbeChild(t, PayloadName, "install", envNoAdmin+"=1")
@@ -170,7 +172,7 @@ func python(t *testing.T) string {
 	}
 	p, err := exec.LookPath("python3")
 	if err != nil {
-		skipOrFail(t, "python3 not available")
+		testutil.SkipOrFail(t, "python3 not available")
 	}
 	return p
 }
@@ -183,7 +185,7 @@ func node(t *testing.T) string {
 	}
 	p, err := exec.LookPath("node")
 	if err != nil {
-		skipOrFail(t, "node not available")
+		testutil.SkipOrFail(t, "node not available")
 	}
 	return p
 }
@@ -226,7 +228,7 @@ fs.promises.readFile('/proc/self/status', 'utf8').then((s) => {
 `
 
 func TestPayloadRunsInterpreters(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs and switch uid")
 	py, nd := python(t), node(t)
 	tests := []struct {
 		name string
@@ -252,7 +254,7 @@ func TestPayloadUnderBwrap(t *testing.T) {
 	bwrap := requireExecutable(t, "/usr/bin/bwrap")
 	py := python(t)
 	if !strings.HasPrefix(py, "/usr/") {
-		skipOrFail(t, "python3 is not under /usr, not visible in the sandbox")
+		testutil.SkipOrFail(t, "python3 is not under /usr, not visible in the sandbox")
 	}
 	p, err := LoadEmbedded(PayloadName)
 	noErr(t, err)
@@ -277,7 +279,7 @@ assert "Seccomp:\t2" in st and "NoNewPrivs:\t1" in st and os.getuid() == 1000, s
 	cmd.ExtraFiles = []*os.File{f}
 	out, err := cmd.CombinedOutput()
 	if err != nil && strings.Contains(string(out), "No permissions to create new namespace") {
-		skipOrFail(t, "user namespaces unavailable: "+string(out))
+		testutil.SkipOrFail(t, "user namespaces unavailable: "+string(out))
 	}
 	noErr(t, err, string(out))
 	equal(t, "python ok", strings.TrimSpace(string(out)))
@@ -313,14 +315,14 @@ func bwrapCases(bwrap string) []struct {
 }
 
 func TestWorkerRunsBwrap(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs and switch uid")
 	bwrap := requireExecutable(t, "/usr/bin/bwrap")
 	for _, uid := range []int{-1, 65534} {
 		for _, tc := range bwrapCases(bwrap) {
 			t.Run(fmt.Sprintf("uid=%d/%s", uid, tc.name), func(t *testing.T) {
 				out, err := runUnder(t, WorkerName, uid, tc.argv...)
 				if err != nil && uid >= 0 && strings.Contains(out, "kernel does not allow non-privileged user namespaces") {
-					skipOrFail(t, "unprivileged user namespaces are disabled on this host: "+out)
+					testutil.SkipOrFail(t, "unprivileged user namespaces are disabled on this host: "+out)
 				}
 				noErr(t, err, out)
 			})
@@ -331,7 +333,7 @@ func TestWorkerRunsBwrap(t *testing.T) {
 // TestWorkerJoinsUserns covers setns: bwrap --userns FD joins a user
 // namespace made beforehand, as nsinit may do.
 func TestWorkerJoinsUserns(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs and switch uid")
 	bwrap := requireExecutable(t, "/usr/bin/bwrap")
 	for _, profile := range []string{WorkerName, withoutWorkerAddition(t, "setns")} {
 		holder := exec.Command("/bin/sleep", "60")
@@ -363,7 +365,7 @@ func TestWorkerJoinsUserns(t *testing.T) {
 // to Docker's default and checks that some bwrap invocation then fails: the
 // profile adds nothing bwrap does not use. (setns: TestWorkerJoinsUserns.)
 func TestWorkerAdditionsAreNeeded(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs and switch uid")
 	bwrap := requireExecutable(t, "/usr/bin/bwrap")
 	for _, name := range []string{"clone", "mount", "pivot_root", "umount2", "unshare", "sethostname"} {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 const peerHelperEnv = "SANDBOXD_TEST_PEER_SOCKET"
@@ -33,7 +34,7 @@ func peerChild(sock string) {
 // TestPeerCredentialsOverSocket checks authorisation with real SO_PEERCRED
 // credentials of a process that is neither root nor the supervisor's uid.
 func TestPeerCredentialsOverSocket(t *testing.T) {
-	wsRequireRoot(t)
+	testutil.RequireRoot(t, "run a process under another uid")
 	const nobody = 65534
 	dir, bin := selfCopy(t, "sbxpeer-")
 

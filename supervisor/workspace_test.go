@@ -11,20 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// wsRequireRoot skips a test that needs root, or fails it under CI=true,
-// where a skipped privileged test would hide a gap.
-func wsRequireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("this test needs root (euid %d) and CI=true forbids skipping it", os.Geteuid())
-	}
-	t.Skipf("needs root to run a process under another uid (euid %d)", os.Geteuid())
-}
+	"github.com/sandboxd/sandboxd/internal/testutil"
+)
 
 // emptyDir returns a fresh directory outside the workspace and checks, at
 // the end of the test, that nothing was created in it.
@@ -270,7 +259,7 @@ func TestRemoveWorkspaceUnprivileged(t *testing.T) {
 		})
 		return
 	}
-	wsRequireRoot(t)
+	testutil.RequireRoot(t, "run a process under another uid")
 	const nobody = 65534
 	top, bin := selfCopy(t, "sandboxd-rmws-")
 	parent := filepath.Join(top, "parent")

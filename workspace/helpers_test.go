@@ -119,18 +119,6 @@ func mksock(t *testing.T, p string) {
 	}
 }
 
-// needRoot skips a test that needs root, or fails it under CI=true, where
-// nothing may skip.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root; CI=true forbids skipping")
-		}
-		t.Skip("needs root")
-	}
-}
-
 // within fails the test if f does not return within d (a blocked open of a
 // FIFO, say). The goroutine is leaked on failure.
 func within(t *testing.T, d time.Duration, what string, f func()) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 // The hostile-payload tests run as an unprivileged uid. As root the kernel
@@ -151,7 +153,7 @@ func plantDevice(t *testing.T, p string) {
 		return
 	}
 	if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
-		needRoot(t)
+		testutil.RequireRoot(t, "make a device node")
 		t.Fatalf("mknod: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 // envHelper switches the test binary into a helper that reports its own
@@ -49,21 +51,6 @@ func helper() int {
 		fmt.Println("raw socket: ok")
 	}
 	return 0
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (seccompexec installs filters without no_new_privs)")
-	}
-}
-
-func skipOrFail(t *testing.T, reason string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(reason + " (CI=true: not skipping)")
-	}
-	t.Skip(reason)
 }
 
 // world makes a directory that uid 65534 can enter (t.TempDir is 0700).
@@ -131,13 +118,13 @@ func runTool(t *testing.T, tool string, uid int, argv ...string) (string, error)
 }
 
 func TestSeccompexec(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "install seccomp filters without no_new_privs")
 	dir := world(t)
 	tool := build(t, dir)
 
 	bwrap := "/usr/bin/bwrap"
 	if _, err := os.Stat(bwrap); err != nil {
-		skipOrFail(t, "bubblewrap not installed")
+		testutil.SkipOrFail(t, "bubblewrap not installed")
 	}
 	root := []string{"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--", "/bin/true"}
@@ -158,7 +145,7 @@ func TestSeccompexec(t *testing.T) {
 	copyExe(t, capped)
 	copyExe(t, plain)
 	if out, err := exec.Command("setcap", "cap_net_raw+ep", capped).CombinedOutput(); err != nil {
-		skipOrFail(t, fmt.Sprintf("setcap: %v %s", err, out))
+		testutil.SkipOrFail(t, fmt.Sprintf("setcap: %v %s", err, out))
 	}
 	t.Run("file capabilities survive the filter", func(t *testing.T) {
 		out, err := runTool(t, tool, 65534, capped)

@@ -8,20 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-)
 
-// requireRoot skips a test that needs root (chown, root-owned files), or
-// fails it under CI=true, where a skipped privileged test would hide a gap.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("this test needs root (euid %d) and CI=true forbids skipping it", os.Geteuid())
-	}
-	t.Skipf("needs root to create root-owned files and chown (euid %d)", os.Geteuid())
-}
+	"github.com/sandboxd/sandboxd/internal/testutil"
+)
 
 const (
 	testWS      = "/var/lib/sandboxd/workspaces"
@@ -330,7 +319,7 @@ func TestCheckRootOwnedSystemPaths(t *testing.T) {
 }
 
 func TestCheckRootOwned(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "create root-owned files and chown")
 	tests := []struct {
 		name string
 		// setup builds a tree under base (a root-owned 0755 dir below /tmp)
@@ -507,7 +496,7 @@ func chown(t *testing.T, path string, uid, gid int) {
 }
 
 func TestLoad(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "create root-owned files and chown")
 	valid := mustJSON(t, defaultConfig())
 
 	t.Run("root-owned valid config", func(t *testing.T) {
