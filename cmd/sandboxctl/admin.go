@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -79,7 +80,7 @@ func cmdDelegateCgroups(args []string, io stdio) int {
 	}
 	for _, c := range cgroup.Controllers {
 		dir := filepath.Join(own[c], *parent)
-		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			fmt.Fprintln(io.err, "sandboxctl:", err)
 			return exitUsage
 		}
