@@ -24,7 +24,7 @@ func TestClass(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Class(c.err); got != c.want { //nolint:errorlint // Class must return the sentinel itself, not a wrapper
+			if got := Class(c.err); got != c.want {
 				t.Fatalf("Class = %v, want %v", got, c.want)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 func main() {
@@ -33,7 +34,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "schemadoc:", err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(*file, out, 0o644); err != nil {
+	if err := atomicfile.WriteFile(*file, out, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "schemadoc:", err)
 		os.Exit(1)
 	}
