@@ -112,7 +112,7 @@ func parseHead(b []byte) (head, error) {
 		return h, errors.New("the head file is empty")
 	}
 	if err := json.Unmarshal(b, &h); err != nil {
-		return h, fmt.Errorf("the head file is not valid: %v", err)
+		return h, fmt.Errorf("the head file is not valid: %w", err)
 	}
 	if len(h.Hash) != 64 || h.LogID == "" {
 		return h, errors.New("the head file lacks log_id or hash")

@@ -70,7 +70,7 @@ func receive(t *testing.T, ln *net.UnixConn, until string) (wait func() []syslog
 			_ = ln.SetReadDeadline(time.Now().Add(10 * time.Second))
 			n, err := ln.Read(buf)
 			if err != nil {
-				ch <- result{err: fmt.Errorf("after %d messages: %v", len(out), err)}
+				ch <- result{err: fmt.Errorf("after %d messages: %w", len(out), err)}
 				return
 			}
 			out = append(out, append([]byte(nil), buf[:n]...))

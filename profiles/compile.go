@@ -376,7 +376,7 @@ func (p *Profile) Install() error {
 	defer runtime.UnlockOSThread()
 
 	if api, err := libseccomp.GetAPI(); err != nil || api < 2 {
-		return fmt.Errorf("profiles: seccomp thread sync (TSYNC) unavailable (libseccomp API level %d, %v); refusing to filter only one thread", api, err)
+		return fmt.Errorf("profiles: seccomp thread sync (TSYNC) unavailable (libseccomp API level %d, %v); refusing to filter only one thread", api, err) //nolint:errorlint // err is nil when only the API level is too low; %w would print %!w(<nil>)
 	}
 	admin, err := hasEffectiveCap(unix.CAP_SYS_ADMIN)
 	if err != nil {

@@ -238,7 +238,7 @@ func readTar(t *testing.T, p string) []tarEntry {
 	var out []tarEntry
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

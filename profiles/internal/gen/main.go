@@ -26,6 +26,8 @@ import (
 	mobyseccomp "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 func main() {
@@ -47,7 +49,7 @@ func main() {
 			}
 			continue
 		}
-		if err := os.WriteFile(path, files[name], 0o644); err != nil {
+		if err := atomicfile.WriteFile(path, files[name], 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "gen:", err)
 			os.Exit(1)
 		}
