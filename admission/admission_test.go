@@ -246,7 +246,7 @@ func TestAdmissionRules(t *testing.T) {
 					t.Fatalf("step %d (uid %d): %s, want %s (stats %+v)", i, st.uid, got, st.want, g.Stats())
 				}
 				wantCheck := map[string]error{ran: nil, queued: nil, shareFull: ErrShareFull, queueFull: ErrQueueFull}[st.want]
-				if checked != wantCheck {
+				if !errors.Is(checked, wantCheck) {
 					t.Errorf("step %d (uid %d): Check = %v before an Acquire that got %s", i, st.uid, checked, got)
 				}
 				if p != nil {

@@ -356,11 +356,11 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 	var lastRec Record
 	for {
 		raw, err := readLine(rd)
-		if len(raw) == 0 && err == io.EOF {
+		if len(raw) == 0 && errors.Is(err, io.EOF) {
 			break
 		}
 		lineNo++
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
 			if errors.Is(err, errLineTooLong) {
 				v.brk(name, lineNo, off, BreakMalformed, "a line longer than %d bytes: not a record sandboxd writes", maxLine)
 			} else {
@@ -368,7 +368,7 @@ func (v *verifier) file(name string, idx int, files []string, missing string) bo
 			}
 			return false
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			// Bytes after the last newline.
 			v.brk(name, lineNo, off, BreakTruncated,
 				"the file ends in an incomplete record (%d bytes without a newline): its end was cut off, or a write was torn by a crash", len(raw))
@@ -451,7 +451,7 @@ func readLine(rd *bufio.Reader) ([]byte, error) {
 		if len(out) > maxLine {
 			return out, errLineTooLong
 		}
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		return out, err

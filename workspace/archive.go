@@ -106,7 +106,7 @@ func archiveEntry(w *Workspace, tw *tar.Writer, e *entry) error {
 	case unix.S_IFREG:
 		fd, err := w.openat(e.dirfd, e.name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 		if err != nil {
-			if vanished(err) || err == unix.ENXIO {
+			if vanished(err) || errors.Is(err, unix.ENXIO) {
 				return nil
 			}
 			return pathErr("open", e.rel, err)
@@ -131,7 +131,7 @@ func archiveEntry(w *Workspace, tw *tar.Writer, e *entry) error {
 			return err
 		}
 		n, err := io.CopyN(tw, f, st.Size)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("workspace: %q shrank from %d to %d bytes while being archived", e.rel, st.Size, n)
 		}
 		return err
@@ -205,7 +205,7 @@ func Restore(src string, dir string, quotaBytes int64) (err error) {
 	defer func() {
 		if err != nil {
 			if cerr := w.clear(); cerr != nil {
-				err = fmt.Errorf("%w; and cleaning up: %v", err, cerr)
+				err = fmt.Errorf("%w; and cleaning up: %w", err, cerr)
 			}
 		}
 	}()
@@ -230,7 +230,7 @@ func (w *Workspace) restore(src io.Reader) error {
 	)
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			// archive/tar takes end of input at an entry boundary (or
 			// after a lone PAX header) for the end of the archive. Require
 			// the two zero blocks Archive writes, after the last entry's
@@ -345,7 +345,7 @@ func (w *Workspace) restoreFile(rel string, perm uint32, hdr *tar.Header, r io.R
 	defer unix.Close(pfd)
 	fd, err := w.openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err != nil {
-		if err == unix.EEXIST {
+		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("workspace: restore: %q already exists: %w", rel, ErrBadArchive)
 		}
 		return pathErr("restore", rel, err)
@@ -353,7 +353,7 @@ func (w *Workspace) restoreFile(rel string, perm uint32, hdr *tar.Header, r io.R
 	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
 	if _, err := io.CopyN(f, r, hdr.Size); err != nil {
-		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("workspace: restore: %q is cut short: %w", rel, ErrBadArchive)
 		}
 		return pathErr("restore", rel, err)
@@ -379,7 +379,7 @@ func (w *Workspace) restoreSymlink(rel string, hdr *tar.Header) error {
 	}
 	defer unix.Close(pfd)
 	if err := unix.Symlinkat(hdr.Linkname, pfd, base); err != nil {
-		if err == unix.EEXIST {
+		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("workspace: restore: %q already exists: %w", rel, ErrBadArchive)
 		}
 		return pathErr("restore", rel, err)
@@ -455,8 +455,8 @@ func removeContents(fd int, depth int) error {
 	}
 	for _, name := range names {
 		err := unix.Unlinkat(fd, name, 0)
-		if err != unix.EISDIR && err != unix.EPERM {
-			if err != nil && err != unix.ENOENT {
+		if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+			if err != nil && !errors.Is(err, unix.ENOENT) {
 				return err
 			}
 			continue
