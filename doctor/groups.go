@@ -96,7 +96,7 @@ func supervisorIDs(h Host, sup *Supervisor) (uid, gid uint32, groups []uint32, e
 	for _, g := range strings.Fields(v) {
 		n, err := strconv.ParseUint(g, 10, 32)
 		if err != nil {
-			return 0, 0, nil, fmt.Errorf("Groups: %q", v)
+			return 0, 0, nil, fmt.Errorf("Groups: %q", v) //nolint:staticcheck // ST1005: "Groups:" is the field name in /proc/PID/status
 		}
 		groups = append(groups, uint32(n))
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 // installEnv is one run of `make install` into a root-owned temporary tree:
@@ -24,7 +26,7 @@ type installEnv struct {
 
 func newInstallEnv(t *testing.T) *installEnv {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t, "install sandboxd into a temporary prefix")
 	base, err := os.MkdirTemp("/tmp", "sandboxd-install-")
 	if err != nil {
 		t.Fatal(err)

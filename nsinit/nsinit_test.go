@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
@@ -362,7 +363,7 @@ func TestOpenWorkspace(t *testing.T) {
 // (even to a good directory) or when its parent is not root-owned or is
 // writable by others, so that the supervisor cannot swap it.
 func TestOpenWorkspaceRoot(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "create root-owned files")
 	base := t.TempDir() // root-owned 0700 below sticky /tmp
 	uid := os.Geteuid()
 	parent := filepath.Join(base, "state")
