@@ -495,15 +495,12 @@ func (w *FileWriter) syncTo(n uint64) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err != nil {
-		if w.gen != gen && serr == nil {
-			// The file was synced and closed under us (rotation or
-			// Close): what we were to sync is durable.
-			err = nil
-		} else {
-			w.err = err
-			return fmt.Errorf("sync audit log: %w", err)
-		}
+	// A failure is no failure when the file was synced and closed under us
+	// (rotation or Close, a new gen) without a sync error: what we were to
+	// sync is durable then.
+	if err != nil && (w.gen == gen || serr != nil) {
+		w.err = err
+		return fmt.Errorf("sync audit log: %w", err)
 	}
 	if target > w.synced {
 		w.synced = target

@@ -100,7 +100,7 @@ func setup(t testing.TB) *installation {
 func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
 }
@@ -247,7 +247,7 @@ func (in *installation) buildHelperFrom(name, configPath, ownerPath string, with
 	cmd.Dir = in.repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", `CGO_CFLAGS=-O2 -g '-DSBX_OWNER_PATH="`+ownerPath+`"'`)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build helper: %v: %s", err, out)
+		return fmt.Errorf("build helper: %w: %s", err, out)
 	}
 	if err := os.Chown(dst, 0, in.gid); err != nil {
 		return err

@@ -361,7 +361,7 @@ func (l *launch) drop() int {
 	}
 	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	if err != nil || nnp != 1 {
-		return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("no_new_privs reads back %d: %v", nnp, err), "")
+		return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("no_new_privs reads back %d: %v", nnp, err), "") //nolint:errorlint // err is nil when the value is wrong; %w would print %!w(<nil>)
 	}
 	df.NoNewPrivs = nnp
 	l.rep.ok(df)
@@ -511,7 +511,7 @@ func (l *launch) awaitRelease(xf *facts.Exec) int {
 			continue
 		}
 		if n != 1 || err != nil {
-			return l.rep.fail(xf, spec.ExitUsage, fmt.Errorf("the supervisor did not release the launch (read fd %d: %d bytes, %v)", spec.FDRelease, n, err), "")
+			return l.rep.fail(xf, spec.ExitUsage, fmt.Errorf("the supervisor did not release the launch (read fd %d: %d bytes, %v)", spec.FDRelease, n, err), "") //nolint:errorlint // err is nil on a short read; %w would print %!w(<nil>)
 		}
 		break
 	}

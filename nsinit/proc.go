@@ -65,7 +65,7 @@ func ReadCapSets(statusPath string) (CapSets, error) {
 func ThreadCaps() (map[string]CapSets, error) {
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil || len(ents) == 0 {
-		return nil, fmt.Errorf("list threads: %v", err)
+		return nil, fmt.Errorf("list threads: %w", err)
 	}
 	out := map[string]CapSets{}
 	for _, e := range ents {

@@ -202,7 +202,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			if v == nil {
 				return
 			}
-			if v == http.ErrAbortHandler {
+			if v == http.ErrAbortHandler { //nolint:errorlint // v is a recovered panic value: net/http compares it the same way
 				panic(v)
 			}
 			s.log.Error("handler panicked", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path,

@@ -119,7 +119,7 @@ func cmdFiles(ctx context.Context, args []string, sio stdio, lookupEnv func(stri
 		if len(pos) != 3 {
 			return usage(sio.err, "files put: want SESSION WORKSPACE_PATH LOCAL_FILE (or - for stdin)")
 		}
-		var r io.Reader = sio.in
+		r := sio.in
 		size := int64(-1)
 		if pos[2] != "-" {
 			f, err := os.Open(pos[2])
@@ -142,7 +142,7 @@ func cmdFiles(ctx context.Context, args []string, sio stdio, lookupEnv func(stri
 		if len(pos) < 2 || len(pos) > 3 {
 			return usage(sio.err, "files get: want SESSION WORKSPACE_PATH [LOCAL_FILE]")
 		}
-		var w io.Writer = sio.out
+		w := sio.out
 		if len(pos) == 3 && pos[2] != "-" {
 			// Never overwrite: a partial download must not clobber a file.
 			f, err := os.OpenFile(pos[2], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
