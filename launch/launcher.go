@@ -143,7 +143,7 @@ func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *Exec
 	res.Artifacts = make([]Artifact, 0, len(arts))
 	facts := make([]map[string]any, 0, len(arts))
 	for _, a := range arts {
-		res.Artifacts = append(res.Artifacts, Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, ContentBase64: a.ContentBase64})
+		res.Artifacts = append(res.Artifacts, Artifact(a))
 		facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
 	}
 	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: map[string]any{

@@ -104,7 +104,7 @@ func TestRelay(t *testing.T) {
 			if got.violation == nil || !strings.Contains(got.violation.Error(), c.violation) {
 				t.Fatalf("violation %v, want %q", got.violation, c.violation)
 			}
-			if sent := <-violation; sent != got.violation {
+			if sent := <-violation; sent != got.violation { //nolint:errorlint // the very error value sent must come back, not one that wraps it
 				t.Fatalf("sent %v, returned %v", sent, got.violation)
 			}
 		})

@@ -165,7 +165,18 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 	ts := startServer(t, cfg, fl, readyChecks())
 	defer close(release)
 	for i := 0; i < 2; i++ { // one runs (max-1 for one uid), one waits
-		go ts.doCtx(context.Background(), "POST", "/v1/exec", `{"language":"python","code":"1"}`)
+		// Not ts.doCtx: it may call t.Fatal, which must not run off the
+		// test's goroutine. The Stats wait below checks what matters.
+		go func() {
+			req, err := http.NewRequestWithContext(context.Background(), "POST", "http://sandboxd/v1/exec", strings.NewReader(`{"language":"python","code":"1"}`))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := ts.client.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}()
 	}
 	waitFor(t, func() bool { s := ts.srv.gate.Stats(); return s.Running == 1 && s.Queued == 1 })
 	c := rawRequest(t, ts.sock, "POST", "/v1/exec", 5000)

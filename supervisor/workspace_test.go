@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,46 +13,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/internal/testutil"
 )
-
-// emptyDir returns a fresh directory outside the workspace and checks, at
-// the end of the test, that nothing was created in it.
-func emptyDir(t *testing.T) string {
-	t.Helper()
-	d := t.TempDir()
-	t.Cleanup(func() {
-		entries, err := os.ReadDir(d)
-		if err != nil {
-			t.Errorf("outside dir: %v", err)
-			return
-		}
-		if len(entries) != 0 {
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
-			}
-			t.Errorf("a write escaped the workspace into %s: %v", d, names)
-		}
-	})
-	return d
-}
-
-// treeOf lists every path below dir with its type, for before/after checks.
-func treeOf(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = d.Type().String()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func mustSymlink(t fataler, target, link string) {
 	t.Helper()
