@@ -210,7 +210,7 @@ var fakeScenarios = map[string]func(f *fake) int{
 	// grow: the payload writes a 64 KiB file into the workspace every
 	// 50 ms for 10 s; each file is small, so only the watcher can stop it.
 	"grow": func(f *fake) int {
-		return f.good(fmt.Sprintf("cd %s && for i in $(seq 200); do head -c 65536 /dev/zero > f$i; sleep 0.05; done", f.workspace))
+		return f.good(fmt.Sprintf("cd %s && for i in $(seq 2000); do head -c 65536 /dev/zero > f$i; sleep 0.05; done", f.workspace))
 	},
 	// unmeasurable: a path longer than PATH_MAX appears in the workspace
 	// (so measuring it fails), then the payload writes a little every 50 ms.
@@ -224,7 +224,7 @@ var fakeScenarios = map[string]func(f *fake) int{
 				return 1
 			}
 		}
-		return f.good(fmt.Sprintf("cd %s && for i in $(seq 200); do echo x > f$i; sleep 0.05; done", f.workspace))
+		return f.good(fmt.Sprintf("cd %s && for i in $(seq 2000); do echo x > f$i; sleep 0.05; done", f.workspace))
 	},
 }
 

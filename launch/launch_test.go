@@ -138,7 +138,7 @@ func TestPermitSequence(t *testing.T) {
 			if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %q (class %v), want unavailable with %q", err, errdefs.Class(err), c.want)
 			}
-			if took := time.Since(begin); took > 5*time.Second {
+			if took := time.Since(begin); took > 30*time.Second { // generous: only a refusal that waits for the helper to finish on its own is wrong
 				t.Fatalf("refusal took %v", took)
 			}
 			reap := last(sink.ForExec(req.ExecID))
@@ -189,7 +189,7 @@ func TestTeardownEscalates(t *testing.T) {
 			if !res.TimedOut || res.Signal == nil || *res.Signal != "SIGKILL" || res.ExitCode != nil {
 				t.Fatalf("result %+v", res)
 			}
-			if took > 5*time.Second {
+			if took > 30*time.Second { // generous: the payload sleeps 60 s
 				t.Fatalf("teardown took %v", took)
 			}
 			if f := last(sink.ForExec(req.ExecID)).FactMap(); f["stopped"] != "timeout" {
@@ -238,8 +238,10 @@ func TestQuotaWatcherStopsSmallWrites(t *testing.T) {
 	if !res.QuotaExceeded || res.Signal == nil || *res.Signal != "SIGKILL" {
 		t.Fatalf("result %+v, want quota_exceeded and SIGKILL", res)
 	}
-	// 200 files over 10 s if not stopped; the quota is 8 files.
-	if took := time.Since(begin); took > 6*time.Second {
+	// 2,000 files over 100 s if not stopped; the quota is 8 files. The
+	// bound is generous (a loaded host): only a watcher that never acts
+	// lets the payload run on.
+	if took := time.Since(begin); took > 60*time.Second {
 		t.Fatalf("stopped only after %v", took)
 	}
 	if f := last(sink.ForExec(req.ExecID)).FactMap(); f["quota_exceeded"] != true || f["stopped"] != "quota" {
@@ -260,9 +262,10 @@ func TestQuotaFailsClosed(t *testing.T) {
 	if !res.QuotaExceeded || res.Signal == nil {
 		t.Fatalf("result %+v, want quota_exceeded and killed", res)
 	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Fatalf("stopped only after %v", took)
-	}
+	// No wall-clock bound (the host may be loaded): the payload runs for
+	// 100 s and exits 0 on its own, so a kill means the watcher stopped
+	// it; the time is logged for a reader.
+	t.Logf("stopped after %v", time.Since(begin))
 	f := last(sink.ForExec(req.ExecID)).FactMap()
 	if qe, _ := f["quota_error"].(string); !strings.Contains(qe, "cannot be measured") {
 		t.Fatalf("reap facts %v, want the measuring error", f)
