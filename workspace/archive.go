@@ -52,24 +52,60 @@ func Archive(w *Workspace, dst string, maxBytes int64) (written int64, err error
 		return 0, fmt.Errorf("workspace: archive: %d bytes of files, limit %d: %w", used, maxBytes, ErrTooLarge)
 	}
 
-	var cw *capWriter
+	var n int64
 	err = atomicfile.Write(dst, 0o600, func(f *os.File) error {
-		cw = &capWriter{w: bufio.NewWriterSize(f, 256<<10), max: maxBytes}
-		tw := tar.NewWriter(cw)
-		err := w.walk(func(e *entry) error {
-			if isTempName(e.name) {
-				return errSkipDir
-			}
-			return archiveEntry(w, tw, e)
-		})
-		if err == nil {
-			err = tw.Close()
-		}
-		if err == nil {
-			err = cw.w.(*bufio.Writer).Flush()
-		}
+		var err error
+		n, err = w.archiveTo(f, maxBytes)
 		return err
 	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// ArchiveTo writes the tar Archive would write to dst, streamed (never
+// held in memory), and returns its size. Over maxBytes (<= 0: no limit) it
+// fails with ErrTooLarge after writing at most maxBytes to dst: the caller
+// owns dst and must discard what was written on any error (package archive
+// does: nothing half-written is ever stored).
+func ArchiveTo(w *Workspace, dst io.Writer, maxBytes int64) (int64, error) {
+	if maxBytes <= 0 {
+		maxBytes = 1<<63 - 1
+	}
+	w.putMu.Lock()
+	defer w.putMu.Unlock()
+	if err := w.use(); err != nil {
+		return 0, err
+	}
+	defer w.done()
+	used, err := w.usage()
+	if err != nil {
+		return 0, err
+	}
+	if used > maxBytes {
+		return 0, fmt.Errorf("workspace: archive: %d bytes of files, limit %d: %w", used, maxBytes, ErrTooLarge)
+	}
+	return w.archiveTo(dst, maxBytes)
+}
+
+// archiveTo streams the tar to dst; w.putMu is held and w in use.
+func (w *Workspace) archiveTo(dst io.Writer, maxBytes int64) (int64, error) {
+	bw := bufio.NewWriterSize(dst, 256<<10)
+	cw := &capWriter{w: bw, max: maxBytes}
+	tw := tar.NewWriter(cw)
+	err := w.walk(func(e *entry) error {
+		if isTempName(e.name) {
+			return errSkipDir
+		}
+		return archiveEntry(w, tw, e)
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return 0, fmt.Errorf("workspace: archive: over %d bytes: %w", maxBytes, ErrTooLarge)
@@ -184,6 +220,12 @@ func Restore(src string, dir string, quotaBytes int64) (err error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("workspace: restore: %q is not a regular file: %w", src, ErrBadArchive)
 	}
+	return RestoreFrom(f, dir, quotaBytes)
+}
+
+// RestoreFrom is Restore reading the archive from src (streamed), with the
+// same checks and the same all-or-nothing outcome in dir.
+func RestoreFrom(src io.Reader, dir string, quotaBytes int64) (err error) {
 	w, err := Open(dir, quotaBytes)
 	if err != nil {
 		return fmt.Errorf("workspace: restore: %w", err)
@@ -209,7 +251,7 @@ func Restore(src string, dir string, quotaBytes int64) (err error) {
 			}
 		}
 	}()
-	return w.restore(f)
+	return w.restore(src)
 }
 
 type dirMeta struct {
