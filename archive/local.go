@@ -205,4 +205,3 @@ func (l *Local) List(_ context.Context, owner int) ([]Info, error) {
 }
 
 var _ Store = (*Local)(nil)
-
