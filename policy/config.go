@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -154,9 +155,24 @@ type Config struct {
 	// is read.
 	CallerBodyBudget int64
 
-	// ArchiveDir holds session archives (tar, by sha256 of the key); empty
-	// disables archiving. Only the operator sets it, never a request.
+	// ArchiveBackend is where keyed sessions' workspaces are archived when
+	// they end: "local" (ArchiveDir), "s3" (the S3* settings) or "none".
+	ArchiveBackend string
+	// ArchiveDir holds local session archives (tar, by sha256 of the key);
+	// empty: <state-dir>/archives. Only the operator sets it, never a request.
 	ArchiveDir string
+	// S3Endpoint, S3Bucket, S3Region, S3Prefix and S3CredentialsFile
+	// configure the s3 archive backend (any S3 API: path-style addressing,
+	// SigV4). Credentials come from the file (AWS shared-credentials
+	// format, profile default) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY.
+	S3Endpoint        string
+	S3Bucket          string
+	S3Region          string
+	S3Prefix          string
+	S3CredentialsFile string
+	// S3Timeout bounds one archive transfer; S3 slow or down never holds a
+	// delete longer.
+	S3Timeout time.Duration
 	// ArchiveMaxBytes skips (with a log line and an audit record) a larger archive.
 	ArchiveMaxBytes int64
 	// ArchiveRetention removes archives not written or restored for this
@@ -212,6 +228,9 @@ func Defaults() Config {
 		MaxQueuedExecs:        DefaultMaxQueuedExecs,
 		CgroupParent:          "sandboxd",
 		ArchiveMaxBytes:       200 << 20,
+		ArchiveBackend:        "local",
+		S3Region:              "us-east-1",
+		S3Timeout:             2 * time.Minute,
 		ArtifactMaxFileBytes:  20 << 20,
 		ArtifactMaxFiles:      20,
 		ArtifactMaxTotalBytes: 50 << 20,
@@ -242,6 +261,42 @@ func (c Config) AuditLog() string {
 		return c.AuditLogPath
 	}
 	return filepath.Join(c.StateDir, DefaultAuditLogName)
+}
+
+// ArchiveLocalDir is the local archive directory: --archive-dir, or
+// <state-dir>/archives.
+func (c Config) ArchiveLocalDir() string {
+	if c.ArchiveDir != "" {
+		return c.ArchiveDir
+	}
+	return filepath.Join(c.StateDir, "archives")
+}
+
+func (c Config) validateS3(bad func(flagName, format string, args ...any)) {
+	switch c.ArchiveBackend {
+	case "local", "none":
+		return
+	case "s3":
+	default:
+		bad("archive-backend", "%q is not local, s3 or none", c.ArchiveBackend)
+		return
+	}
+	if u, err := url.Parse(c.S3Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+		bad("s3-endpoint", "%q: want http(s)://host[:port] (no path, user or query) with --archive-backend s3", c.S3Endpoint)
+	}
+	if c.S3Bucket == "" {
+		bad("s3-bucket", "must be set with --archive-backend s3")
+	}
+	if c.S3Prefix != "" && (!strings.HasSuffix(c.S3Prefix, "/") || strings.HasPrefix(c.S3Prefix, "/") || strings.Contains(c.S3Prefix, "..")) {
+		bad("s3-prefix", "%q: want a relative prefix ending in /", c.S3Prefix)
+	}
+	if c.S3CredentialsFile != "" && !filepath.IsAbs(c.S3CredentialsFile) {
+		bad("s3-credentials-file", "%q must be an absolute path", c.S3CredentialsFile)
+	}
+	if c.S3Timeout < time.Second || c.S3Timeout > time.Hour {
+		bad("s3-timeout", "%v is out of range 1s..1h", c.S3Timeout)
+	}
 }
 
 // setting is one operator setting: its flag name (the env variable is
@@ -282,7 +337,14 @@ func settings() []setting {
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
 		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
-		{"archive-dir", "directory of session archives (restored by key); empty disables archiving", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
+		{"archive-backend", "where keyed sessions are archived when they end and restored from: local, s3 or none", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveBackend) }},
+		{"archive-dir", "directory of local session archives (restored by key); empty: <state-dir>/archives", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
+		{"s3-endpoint", "S3 API endpoint of the s3 archive backend, http(s)://host[:port] (AWS, MinIO, Ceph RGW...; path-style, SigV4)", func(c *Config) flag.Value { return (*stringValue)(&c.S3Endpoint) }},
+		{"s3-bucket", "bucket of the s3 archive backend", func(c *Config) flag.Value { return (*stringValue)(&c.S3Bucket) }},
+		{"s3-region", "region the s3 archive backend signs for", func(c *Config) flag.Value { return (*stringValue)(&c.S3Region) }},
+		{"s3-prefix", "object name prefix of the s3 archive backend (empty, or ending in /)", func(c *Config) flag.Value { return (*stringValue)(&c.S3Prefix) }},
+		{"s3-credentials-file", "AWS shared-credentials file ([default] aws_access_key_id, aws_secret_access_key) of the s3 archive backend; empty: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", func(c *Config) flag.Value { return (*stringValue)(&c.S3CredentialsFile) }},
+		{"s3-timeout", "longest one archive transfer to or from S3 may take (Go duration)", func(c *Config) flag.Value { return (*durationValue)(&c.S3Timeout) }},
 		{"archive-max-bytes", "largest session archive; a larger one is skipped (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveMaxBytes) }},
 		{"archive-retention", "remove archives not written or restored for this long, at start and hourly (Go duration or Nd days); 0 keeps them", func(c *Config) flag.Value { return (*durationValue)(&c.ArchiveRetention) }},
 		{"archive-caller-max-bytes", "archive bytes one caller (uid) keeps; past it its oldest archives are removed; 0 no bound (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveCallerMaxBytes) }},
@@ -447,6 +509,7 @@ func (c Config) Validate() error {
 	if c.ArchiveDir != "" && !filepath.IsAbs(c.ArchiveDir) {
 		bad("archive-dir", "%q must be an absolute path", c.ArchiveDir)
 	}
+	c.validateS3(bad)
 	for _, l := range []struct {
 		flag string
 		v    int64
