@@ -124,6 +124,10 @@ type HealthChecks struct {
 	Helper  string `json:"helper"`
 	Cgroups string `json:"cgroups"`
 	Disk    string `json:"disk"`
+	// Archive is "ok", absent when archives are off, or "degraded: <why>" while the last archive
+	// store operation failed. It never gates readiness: archives are best
+	// effort (degraded, not down).
+	Archive string `json:"archive,omitempty"`
 }
 
 // Ready reports whether every check that gates launches passed.
@@ -141,7 +145,7 @@ type Check struct {
 func (h HealthChecks) List() []Check {
 	return []Check{
 		{"bwrap", h.Bwrap}, {"userns", h.Userns}, {"seccomp", h.Seccomp},
-		{"helper", h.Helper}, {"cgroups", h.Cgroups}, {"disk", h.Disk},
+		{"helper", h.Helper}, {"cgroups", h.Cgroups}, {"disk", h.Disk}, {"archive", h.Archive},
 	}
 }
 

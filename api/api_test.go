@@ -8,7 +8,7 @@ import (
 // TestHealthChecksList: List names every check, in the JSON order, with
 // its value; Ready gates on all but cgroups.
 func TestHealthChecksList(t *testing.T) {
-	h := HealthChecks{Bwrap: "b", Userns: "u", Seccomp: "s", Helper: "h", Cgroups: "c", Disk: "d"}
+	h := HealthChecks{Bwrap: "b", Userns: "u", Seccomp: "s", Helper: "h", Cgroups: "c", Disk: "d", Archive: "a"}
 	var names, values []string
 	for _, c := range h.List() {
 		names, values = append(names, c.Name), append(values, c.Value)
@@ -17,18 +17,19 @@ func TestHealthChecksList(t *testing.T) {
 	for f := range jsonFields(reflect.TypeFor[HealthChecks]()) {
 		want = append(want, f.name)
 	}
-	if !reflect.DeepEqual(names, want) || !reflect.DeepEqual(values, []string{"b", "u", "s", "h", "c", "d"}) {
+	if !reflect.DeepEqual(names, want) || !reflect.DeepEqual(values, []string{"b", "u", "s", "h", "c", "d", "a"}) {
 		t.Fatalf("List names %v values %v; JSON fields %v", names, values, want)
 	}
 	ok := HealthChecks{Bwrap: CheckOK, Userns: CheckOK, Seccomp: CheckOK, Helper: CheckOK, Cgroups: "none", Disk: CheckOK}
 	if !ok.Ready() {
 		t.Fatal("cgroups none must not gate readiness")
 	}
-	for i := range 6 {
+	for i := range 7 {
 		bad := ok
 		f := reflect.ValueOf(&bad).Elem().Field(i)
 		f.SetString("broken")
-		if bad.Ready() == (reflect.TypeFor[HealthChecks]().Field(i).Name != "Cgroups") {
+		name := reflect.TypeFor[HealthChecks]().Field(i).Name
+		if bad.Ready() == (name != "Cgroups" && name != "Archive") { // degraded, not down
 			t.Errorf("Ready() with %s broken = %v", reflect.TypeFor[HealthChecks]().Field(i).Name, bad.Ready())
 		}
 	}

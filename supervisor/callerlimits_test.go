@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
 )
@@ -343,7 +345,7 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	archive := func(c Caller, key string) {
+	archiveKey := func(c Caller, key string) {
 		t.Helper()
 		s, err := st.Create(c, nil, key)
 		if err != nil {
@@ -359,12 +361,15 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	}
 	hostile, other := Caller{UID: 1001}, Caller{UID: 1002}
 	for _, k := range []string{"a", "b", "c", "d"} {
-		archive(hostile, k)
+		archiveKey(hostile, k)
 	}
-	archive(other, "x")
+	archiveKey(other, "x")
 	count := func(uid int) (n int, bytes int64) {
 		ents, _ := os.ReadDir(fmt.Sprintf("%s/u%d", archives, uid))
 		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".tar") {
+				continue // the checksum next to each archive
+			}
 			fi, _ := e.Info()
 			n++
 			bytes += fi.Size()
@@ -374,8 +379,8 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	if n, b := count(1001); b > 30<<10 || n != 2 {
 		t.Fatalf("uid 1001 keeps %d archives, %d bytes; want the 2 newest within 30 KiB", n, b)
 	}
-	pA, _ := st.archivePath(1001, "a")
-	pD, _ := st.archivePath(1001, "d")
+	pA := filepath.Join(archives, "u1001", archive.KeyFor(1001, "a").Name+".tar")
+	pD := filepath.Join(archives, "u1001", archive.KeyFor(1001, "d").Name+".tar")
 	if exists(pA) || !exists(pD) {
 		t.Fatalf("oldest-first: a kept %v, d kept %v", exists(pA), exists(pD))
 	}

@@ -223,6 +223,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
 	checks := s.prober.Probe(ctx, caller)
+	checks.Archive = s.archiveHealth()
 	ready := checks.Ready()
 	status := http.StatusOK
 	if !ready {
@@ -237,6 +238,22 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("write metrics", "err", err)
 	}
 	s.limits.writeMetrics(w)
+	if s.sessions != nil && s.sessions.Archives() != nil {
+		s.sessions.Archives().WriteMetrics(w)
+	}
+}
+
+// archiveHealth is the archive check: "" (off), "ok", or "degraded: ..."
+// while the last operation of the store failed (the error is the
+// store's, scrubbed of credentials).
+func (s *Server) archiveHealth() string {
+	if s.sessions == nil || s.sessions.Archives() == nil {
+		return ""
+	}
+	if degraded, why, since := s.sessions.Archives().Health(); degraded {
+		return fmt.Sprintf("degraded since %s: %s", since.UTC().Format(time.RFC3339), why)
+	}
+	return api.CheckOK
 }
 
 // Serve answers API requests on ln until ctx is cancelled, then shuts down

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
@@ -68,13 +70,16 @@ var (
 
 // SessionConfig configures a SessionStore.
 type SessionConfig struct {
-	StateDir        string // sessions live in StateDir/sessions, workspaces in StateDir/workspaces
-	MaxSessions     int
-	MaxPerCaller    int   // sessions one uid may hold (I11); 0: no per-caller bound
-	TTLDefault      int64 // seconds
-	TTLCap          int64
-	QuotaBytes      int64
-	ArchiveDir      string // "" disables archives
+	StateDir     string // sessions live in StateDir/sessions, workspaces in StateDir/workspaces
+	MaxSessions  int
+	MaxPerCaller int   // sessions one uid may hold (I11); 0: no per-caller bound
+	TTLDefault   int64 // seconds
+	TTLCap       int64
+	QuotaBytes   int64
+	// Archives stores keyed sessions' workspaces (nil: ArchiveDir, a
+	// local store, or none when that is empty too).
+	Archives        *archive.Observed
+	ArchiveDir      string
 	ArchiveMaxBytes int64
 	SelfUID         int
 	Sink            audit.Sink
@@ -97,6 +102,7 @@ type SessionStore struct {
 	sessions map[string]*Session
 	metaDir  string
 	wsRoot   string
+	archives *archive.Observed // nil: archives off
 }
 
 // OpenSessionStore loads every session persisted in the state directory.
@@ -110,7 +116,14 @@ func OpenSessionStore(cfg SessionConfig) (*SessionStore, error) {
 		cfg.Log = slog.Default()
 	}
 	st := &SessionStore{cfg: cfg, sessions: map[string]*Session{},
-		metaDir: filepath.Join(cfg.StateDir, "sessions"), wsRoot: filepath.Join(cfg.StateDir, "workspaces")}
+		metaDir: filepath.Join(cfg.StateDir, "sessions"), wsRoot: filepath.Join(cfg.StateDir, "workspaces"), archives: cfg.Archives}
+	if st.archives == nil && cfg.ArchiveDir != "" {
+		l, err := archive.OpenLocal(cfg.ArchiveDir)
+		if err != nil {
+			return nil, err
+		}
+		st.archives = archive.Observe(l)
+	}
 	for _, d := range []string{st.metaDir, st.wsRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
@@ -233,20 +246,9 @@ func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
 	return min(ttl, st.cfg.TTLCap), nil
 }
 
-// archivePath is where a key's archive lives: the owner's uid and the key
-// are hashed together, so no caller-chosen string ever becomes a path and
-// one caller cannot restore another's workspace by guessing its key. Each
-// owner has a directory (u<uid>), so its archive bytes can be counted and
-// bounded (I11). legacy is where archives lived before that.
-func (st *SessionStore) archivePath(owner int, key string) (path, legacy string) {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s", owner, key)))
-	name := hex.EncodeToString(sum[:]) + ".tar"
-	return filepath.Join(st.callerArchiveDir(owner), name), filepath.Join(st.cfg.ArchiveDir, name)
-}
-
-func (st *SessionStore) callerArchiveDir(owner int) string {
-	return filepath.Join(st.cfg.ArchiveDir, fmt.Sprintf("u%d", owner))
-}
+// Archives is the archive store (nil: archives are off), for the health
+// check and the metrics.
+func (st *SessionStore) Archives() *archive.Observed { return st.archives }
 
 // Create makes a session (and its workspace), restoring the key's archive
 // when there is one. A restore failure never fails the request.
@@ -284,28 +286,11 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 		return fail(fmt.Errorf("create workspace: %w", err))
 	}
 	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
-	if key != "" && st.cfg.ArchiveDir != "" {
+	if key != "" && st.archives != nil {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
-		arch, legacy := st.archivePath(caller.UID, key)
-		if _, err := os.Stat(arch); err != nil {
-			arch = legacy
-		}
-		if _, err := os.Stat(arch); err == nil {
-			// Retention counts from the last write or restore: an archive
-			// in use does not expire.
-			_ = os.Chtimes(arch, now, now)
-			if err := workspace.Restore(arch, st.WorkspaceDir(s), st.cfg.QuotaBytes); err != nil {
-				st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "err", err)
-				st.audit("session.restore", s, caller, false, err.Error(), map[string]any{"archive": arch})
-				_ = RemoveWorkspace(st.WorkspaceDir(s))
-				if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
-					return fail(fmt.Errorf("create workspace: %w", err))
-				}
-			} else {
-				s.Restored = true
-				st.audit("session.restore", s, caller, true, "", map[string]any{"archive": arch})
-			}
+		if err := st.restore(s, caller); err != nil {
+			return fail(err)
 		}
 	}
 	if err := st.persist(s); err != nil {
@@ -314,6 +299,72 @@ func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Sessi
 	facts["restored"] = s.Restored
 	st.audit("session.create", s, caller, true, "", facts)
 	return s, nil
+}
+
+// restore fills s's new workspace from its key's archive, if there is one.
+// The archive is verified (size and sha256) before a byte is written, and a
+// failed restore leaves the workspace empty: a restore failure never fails
+// the request, only a workspace that cannot be made again does.
+func (st *SessionStore) restore(s *Session, caller Caller) error {
+	k := archive.KeyFor(caller.UID, s.Key)
+	facts := map[string]any{"archive": st.archiveName(k), "backend": st.archives.Backend()}
+	ctx := context.Background() // the store bounds its own calls
+	r, err := st.archives.Get(ctx, k)
+	if err == nil {
+		// Retention counts from the last write or restore: an archive in
+		// use does not expire.
+		_ = st.archives.Touch(ctx, k)
+		facts["bytes"], facts["sha256"] = r.Info.Size, r.Info.SHA256
+		err = workspace.RestoreFrom(r, st.WorkspaceDir(s), st.cfg.QuotaBytes)
+		_ = r.Close()
+	}
+	switch {
+	case archive.IsNotFound(err):
+		return nil
+	case err != nil:
+		st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "backend", st.archives.Backend(), "err", err)
+		st.audit("session.restore", s, caller, false, err.Error(), facts)
+		_ = RemoveWorkspace(st.WorkspaceDir(s))
+		if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+		return nil
+	}
+	s.Restored = true
+	st.audit("session.restore", s, caller, true, "", facts)
+	return nil
+}
+
+// archiveName names an archive in audit records and logs: the backend's
+// relative name (u<uid>/<sha256>.tar), never a credential or endpoint.
+func (st *SessionStore) archiveName(k archive.Key) string {
+	return fmt.Sprintf("u%d/%s.tar", k.Owner, k.Name)
+}
+
+// archive stores s's workspace under its key (best effort: it never fails
+// the delete) and returns the bytes stored.
+func (st *SessionStore) archive(s *Session, caller Caller, facts map[string]any) {
+	k := archive.KeyFor(s.OwnerUID, s.Key)
+	rec := map[string]any{"archive": st.archiveName(k), "backend": st.archives.Backend()}
+	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
+	var info archive.Info
+	if err == nil {
+		info, err = st.archives.Put(context.Background(), k, func(w io.Writer) (int64, error) {
+			return workspace.ArchiveTo(ws, w, st.cfg.ArchiveMaxBytes)
+		})
+		_ = ws.Close()
+	}
+	if err != nil {
+		// Never fails the request: the delete goes on.
+		rec["max_bytes"] = st.cfg.ArchiveMaxBytes
+		st.cfg.Log.Warn("archive skipped", "session", s.ID, "backend", st.archives.Backend(), "err", err)
+		st.audit("session.archive", s, caller, false, err.Error(), rec)
+		return
+	}
+	st.trimArchives(s, caller)
+	facts["archive_bytes"] = info.Size
+	rec["bytes"], rec["sha256"] = info.Size, info.SHA256
+	st.audit("session.archive", s, caller, true, "", rec)
 }
 
 // ownedLocked counts the sessions of uid; st.mu is held.
@@ -463,30 +514,8 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	<-s.drained
 
 	facts := map[string]any{"why": why}
-	if s.Key != "" && st.cfg.ArchiveDir != "" {
-		arch, legacy := st.archivePath(s.OwnerUID, s.Key)
-		err := os.MkdirAll(filepath.Dir(arch), 0o700)
-		var ws *workspace.Workspace
-		if err == nil {
-			ws, err = workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
-		}
-		var n int64
-		if err == nil {
-			n, err = workspace.Archive(ws, arch, st.cfg.ArchiveMaxBytes)
-			_ = ws.Close()
-		}
-		if err == nil {
-			_ = os.Remove(legacy) // superseded by the per-caller archive
-			st.trimArchives(s, caller)
-		}
-		if err != nil {
-			// Never fails the request: the delete goes on.
-			st.cfg.Log.Warn("archive skipped", "session", s.ID, "err", err)
-			st.audit("session.archive", s, caller, false, err.Error(), map[string]any{"archive": arch, "max_bytes": st.cfg.ArchiveMaxBytes})
-		} else {
-			facts["archive_bytes"] = n
-			st.audit("session.archive", s, caller, true, "", map[string]any{"archive": arch, "bytes": n})
-		}
+	if s.Key != "" && st.archives != nil {
+		st.archive(s, caller, facts)
 	}
 	err := RemoveWorkspace(st.WorkspaceDir(s))
 	_ = os.Remove(filepath.Join(st.metaDir, s.ID+".json"))
@@ -504,10 +533,10 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 // trimArchives keeps the owner's archives within ArchiveCallerMaxBytes,
 // oldest removed first, each removal audited.
 func (st *SessionStore) trimArchives(s *Session, caller Caller) {
-	removed, err := workspace.TrimArchives(st.callerArchiveDir(s.OwnerUID), st.cfg.ArchiveCallerMaxBytes)
+	removed, err := archive.Trim(context.Background(), st.archives, s.OwnerUID, st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
-		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": r.Path, "bytes": r.Bytes,
-			"why": "caller_budget", "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes})
+		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size,
+			"why": "caller_budget", "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes, "backend": st.archives.Backend()})
 	}
 	if err != nil {
 		st.cfg.Log.Error("archive budget", "owner_uid", s.OwnerUID, "err", err)
@@ -518,16 +547,16 @@ func (st *SessionStore) trimArchives(s *Session, caller Caller) {
 // then periodically, from RunReaper); each removal is audited. It returns
 // how many it removed.
 func (st *SessionStore) ExpireArchives() int {
-	if st.cfg.ArchiveDir == "" || st.cfg.ArchiveRetention <= 0 {
+	if st.archives == nil || st.cfg.ArchiveRetention <= 0 {
 		return 0
 	}
-	removed, err := workspace.ExpireArchives(st.cfg.ArchiveDir, st.cfg.ArchiveRetention, st.cfg.Now())
+	removed, err := archive.Expire(context.Background(), st.archives, st.cfg.ArchiveRetention, st.cfg.Now())
 	for _, r := range removed {
 		if st.cfg.Sink == nil {
 			break
 		}
 		rec := audit.Record{ExecID: newExecID(), Step: "archive.expire", Source: "supervisor", CallerUID: st.cfg.SelfUID, CallerGID: -1,
-			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": r.Path, "bytes": r.Bytes,
+			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size, "backend": st.archives.Backend(),
 				"last_used": r.ModTime.UTC(), "retention_seconds": int64(st.cfg.ArchiveRetention.Seconds())}}
 		if err := st.cfg.Sink.Write(rec); err != nil {
 			st.cfg.Log.Error("audit write failed", "step", rec.Step, "err", err)

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/launch"
@@ -87,9 +88,14 @@ func run() int {
 	// Restart recovery: sessions come back with their workspaces and
 	// remaining TTL; one-shot workspaces and exec cgroups a killed
 	// supervisor left are removed, their processes killed.
+	archives, err := openArchives(cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
 	sessions, err := supervisor.OpenSessionStore(supervisor.SessionConfig{
 		StateDir: cfg.StateDir, MaxSessions: cfg.MaxSessions, TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds,
-		QuotaBytes: cfg.WorkspaceQuotaBytes, ArchiveDir: cfg.ArchiveDir, ArchiveMaxBytes: cfg.ArchiveMaxBytes,
+		QuotaBytes: cfg.WorkspaceQuotaBytes, Archives: archives, ArchiveMaxBytes: cfg.ArchiveMaxBytes,
 		SelfUID: os.Getuid(), Sink: aw, Log: log,
 		MaxPerCaller: cfg.SessionShare(), ArchiveRetention: cfg.ArchiveRetention, ArchiveCallerMaxBytes: cfg.ArchiveCallerMaxBytes,
 	})
@@ -219,4 +225,34 @@ func removeStaleWorkspaces(dir string, sessions *supervisor.SessionStore, log *s
 		n++
 	}
 	return n
+}
+
+// openArchives opens the archive store --archive-backend names (nil for
+// none). The S3 backend is not contacted here: S3 down at start makes
+// archives degraded, never the supervisor down.
+func openArchives(cfg policy.Config, log *slog.Logger) (*archive.Observed, error) {
+	var st archive.Store
+	switch cfg.ArchiveBackend {
+	case archive.BackendNone:
+		log.Info("archives off (--archive-backend none)")
+		return nil, nil
+	case archive.BackendS3:
+		s3, err := archive.OpenS3(context.Background(), archive.S3Config{
+			Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, Region: cfg.S3Region, Prefix: cfg.S3Prefix,
+			CredentialsFile: cfg.S3CredentialsFile, SpoolDir: filepath.Join(cfg.StateDir, "archive-spool"), Timeout: cfg.S3Timeout,
+		})
+		if err != nil {
+			return nil, err
+		}
+		st = s3
+		log.Info("archives in S3", "endpoint", cfg.S3Endpoint, "bucket", cfg.S3Bucket, "prefix", cfg.S3Prefix, "region", cfg.S3Region)
+	default:
+		l, err := archive.OpenLocal(cfg.ArchiveLocalDir())
+		if err != nil {
+			return nil, err
+		}
+		st = l
+		log.Info("archives in a local directory", "dir", cfg.ArchiveLocalDir())
+	}
+	return archive.Observe(st), nil
 }
