@@ -41,6 +41,15 @@ bin/sandboxd-exec: nsinit/shim/sandboxd-exec.c
 deps:
 	scripts/deps.sh
 
+# Test tools, built from Go modules through the module proxy: versitygw is
+# the real S3 server the archive tests start (archive/archivetest).
+VERSITYGW_VERSION := v1.8.0
+tools: bin/tools/versitygw
+
+bin/tools/versitygw:
+	@mkdir -p bin/tools
+	GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
 install: build
 	scripts/install.sh
 
@@ -51,13 +60,13 @@ run:
 # Integration tests run the real supervisor as a real non-root user against
 # the real helper with real file capabilities; they need root to set that up
 # and fail (never skip) under CI=true. `deps` installs only what is missing.
-test: deps build vet lint race check-deploy
+test: deps tools build vet lint race check-deploy
 	$(GO) test -count=1 -timeout 20m ./...
 
-unit:
+unit: tools
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
-integration: build
+integration: tools build
 	$(GO) test -count=1 -v -timeout 20m ./integration/...
 
 # golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and
