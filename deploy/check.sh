@@ -42,6 +42,29 @@ tools tool kubeconform -strict -summary \
   "$root"/deploy/kubernetes/*.yaml
 tools run ./manifestcheck "$root/deploy/kubernetes"
 
+echo "check-deploy: the checkers refuse unconfined (a copy of each recipe with it set must fail)"
+neg=$(mktemp -d)
+cp -r deploy/kubernetes "$neg/k8s"
+sed -i 's/^\( *\)type: Localhost$/\1type: Unconfined/' "$neg/k8s/20-deployment.yaml"
+if tools run ./manifestcheck "$neg/k8s" >/dev/null 2>&1; then echo "check-deploy: manifestcheck accepted an Unconfined profile" >&2; exit 1; fi
+cp deploy/compose/compose.yaml deploy/compose/kubernetes-worker.json "$neg/"
+sed -i 's/apparmor=sandboxd/apparmor=unconfined/' "$neg/compose.yaml"
+if tools run ./composecheck -profile "$root/profiles/kubernetes-worker.json" "$neg/compose.yaml" >/dev/null 2>&1; then echo "check-deploy: composecheck accepted apparmor=unconfined" >&2; exit 1; fi
+rm -rf "$neg"
+echo "check-deploy: unconfined refused: ok"
+
+echo "check-deploy: AppArmor profile (apparmor_parser -QTK: compiled, never loaded)"
+if command -v apparmor_parser >/dev/null; then
+  apparmor_parser -QTK profiles/apparmor/sandboxd 2>&1 | grep -v '^Cache read/write disabled' >&2 || true
+  apparmor_parser -QTK profiles/apparmor/sandboxd 2>/dev/null || { echo "check-deploy: profiles/apparmor/sandboxd does not compile" >&2; exit 1; }
+  grep -q '^profile sandboxd ' profiles/apparmor/sandboxd || { echo "check-deploy: the profile is not named sandboxd, as the recipes reference it" >&2; exit 1; }
+  echo "check-deploy: apparmor_parser: ok"
+elif [ "${CI:-}" = true ]; then
+  echo "check-deploy: apparmor_parser missing (apt-get install apparmor)" >&2; exit 1
+else
+  echo "check-deploy: apparmor_parser: skipped, not installed (apt-get install apparmor)"
+fi
+
 echo "check-deploy: systemd (systemd-analyze verify)"
 if ! command -v systemd-analyze >/dev/null; then
   if [ "${CI:-}" = true ]; then echo "check-deploy: systemd-analyze missing (apt-get install systemd)" >&2; exit 1; fi

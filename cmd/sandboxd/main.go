@@ -239,7 +239,7 @@ func openArchives(cfg policy.Config, log *slog.Logger) (*archive.Observed, error
 	case archive.BackendS3:
 		s3, err := archive.OpenS3(context.Background(), archive.S3Config{
 			Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, Region: cfg.S3Region, Prefix: cfg.S3Prefix,
-			CredentialsFile: cfg.S3CredentialsFile, SpoolDir: filepath.Join(cfg.StateDir, "archive-spool"), Timeout: cfg.S3Timeout,
+			CredentialsFile: cfg.S3CredentialsFile, SpoolDir: filepath.Join(cfg.ArchiveLocalDir(), "spool"), Timeout: cfg.S3Timeout,
 		})
 		if err != nil {
 			return nil, err

@@ -72,7 +72,7 @@ func checkService(s types.ServiceConfig, dir, profile string) []string {
 	var bad []string
 	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 
-	var seccomp []string
+	var seccomp, apparmor []string
 	nnpOff := false
 	for _, o := range s.SecurityOpt {
 		// Docker takes KEY=VALUE and the older KEY:VALUE.
@@ -87,6 +87,8 @@ func checkService(s types.ServiceConfig, dir, profile string) []string {
 		switch k {
 		case "seccomp":
 			seccomp = append(seccomp, v)
+		case "apparmor":
+			apparmor = append(apparmor, v)
 		case "no-new-privileges":
 			nnpOff = v == "false"
 		}
@@ -105,6 +107,11 @@ func checkService(s types.ServiceConfig, dir, profile string) []string {
 		} else if !bytes.Equal(got, want) {
 			fail("%s differs from %s: copy it again (cp %s %s)", seccomp[0], profile, profile, filepath.Join(dir, seccomp[0]))
 		}
+	}
+	// apparmor=sandboxd: the profile profiles/apparmor/sandboxd (the
+	// runtime default plus bubblewrap's mounts); never unconfined.
+	if len(apparmor) != 1 || apparmor[0] != "sandboxd" {
+		fail("want exactly one apparmor security_opt, apparmor=sandboxd (never unconfined), have %q", apparmor)
 	}
 	if !nnpOff {
 		fail("security_opt must say no-new-privileges:false: file capabilities do nothing under no_new_privs")

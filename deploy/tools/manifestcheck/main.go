@@ -144,6 +144,8 @@ func check(objs map[string]obj) []string {
 	if p := get(pod, "securityContext", "seccompProfile", "type"); p != nil && p != "Localhost" {
 		fail("pod seccompProfile.type %v: never Unconfined", p)
 	}
+	want("sandboxd appArmorProfile.type", get(sc, "appArmorProfile", "type"), "Localhost")
+	want("sandboxd appArmorProfile.localhostProfile (profiles/apparmor/sandboxd)", get(sc, "appArmorProfile", "localhostProfile"), "sandboxd")
 	if pm := get(sc, "procMount"); pm != "Unmasked" {
 		fail("sandboxd procMount %v: bubblewrap's /proc needs Unmasked", pm)
 	}
@@ -162,6 +164,11 @@ func check(objs map[string]obj) []string {
 		if want := filepath.Join("/var/lib/kubelet/seccomp", filepath.Dir(profile)); hostDir != want {
 			fail("DaemonSet writes to %q, but the Deployment's profile %q is read from %q", hostDir, profile, want)
 		}
+		loader := strings.Join(strs(get(dpod, "initContainers", 1, "command")), " ")
+		if get(dpod, "initContainers", 1, "name") != "load-apparmor" || !strings.Contains(loader, "apparmor_parser --replace") ||
+			!strings.Contains(loader, "/etc/sandboxd/apparmor/sandboxd") {
+			fail("the DaemonSet's second init container must load /etc/sandboxd/apparmor/sandboxd with apparmor_parser: %q", loader)
+		}
 		script := strings.Join(strs(get(dpod, "initContainers", 0, "command")), " ")
 		if !strings.Contains(script, "/etc/sandboxd/profiles/kubernetes-worker.json") || !strings.Contains(script, "/host/"+filepath.Base(profile)) {
 			fail("the DaemonSet's installer does not copy kubernetes-worker.json to %s: %q", filepath.Base(profile), script)
@@ -173,6 +180,12 @@ func check(objs map[string]obj) []string {
 			c := get(dpod, path...)
 			want(fmt.Sprintf("installer %v allowPrivilegeEscalation", get(c, "name")), get(c, "securityContext", "allowPrivilegeEscalation"), false)
 			want(fmt.Sprintf("installer %v capabilities.drop", get(c, "name")), strs(get(c, "securityContext", "capabilities", "drop")), []string{"ALL"})
+		}
+	}
+
+	for name, o := range objs {
+		for _, u := range unconfined(o, name) {
+			fail("%s: never unconfined (SECURITY.md, Deployment)", u)
 		}
 	}
 
@@ -250,4 +263,31 @@ func checkGroups(pod, sup any) []string {
 		fail("sandboxd SANDBOXD_SOCKET_GROUP %q: want the callers' group, never the helper's %d", socketGroup, helperGID)
 	}
 	return bad
+}
+
+// unconfined lists every place in v that turns seccomp or AppArmor off:
+// a seccompProfile or appArmorProfile of type Unconfined, or the older
+// annotations (seccomp.security.alpha.kubernetes.io/...,
+// container.apparmor.security.beta.kubernetes.io/...) set to unconfined.
+func unconfined(v any, path string) []string {
+	var out []string
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			p := path + "." + k
+			if (k == "seccompProfile" || k == "appArmorProfile") && strings.EqualFold(fmt.Sprint(get(c, "type")), "Unconfined") {
+				out = append(out, p+".type Unconfined")
+			}
+			if s, ok := c.(string); ok && (strings.Contains(k, "seccomp") || strings.Contains(k, "apparmor")) &&
+				strings.EqualFold(s, "unconfined") {
+				out = append(out, p+": unconfined")
+			}
+			out = append(out, unconfined(c, p)...)
+		}
+	case []any:
+		for i, c := range t {
+			out = append(out, unconfined(c, fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return out
 }
