@@ -43,16 +43,18 @@ func emptyState(t *testing.T, in *installation) {
 	if err := os.Mkdir(aside, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"sessions", "workspaces", "archives", "archive-spool"}
+	names := []string{"sessions", "workspaces", "archives"}
 	for _, n := range names {
 		if err := os.Rename(in.path("state", n), filepath.Join(aside, n)); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Mkdir(in.path("state", "workspaces"), 0o700); err != nil {
-		t.Fatal(err)
+	for _, n := range names {
+		if err := os.Mkdir(in.path("state", n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chown(in.path("state", n), in.uid, in.gid) // the state dir is root's, as install.sh makes it
 	}
-	_ = os.Chown(in.path("state", "workspaces"), in.uid, in.gid)
 	t.Cleanup(func() {
 		for _, n := range names {
 			_ = os.RemoveAll(in.path("state", n))
@@ -201,4 +203,36 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestArchiveDefaultOn: with no archive setting at all (the `make run`
+// configuration), a keyed session deleted and created again gets its files
+// back from <state-dir>/archives, and the archive is stored with its
+// checksum there.
+func TestArchiveDefaultOn(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	key := "default-" + randID()
+	a := s.createSession(t, map[string]any{"key": key})
+	if st, b := s.raw("PUT", "/v1/sessions/"+a.ID+"/files/notes.txt", []byte("kept across the reap\n")); st != 201 {
+		t.Fatalf("upload: %d %s", st, b)
+	}
+	if st, _ := s.do("DELETE", "/v1/sessions/"+a.ID, nil); st != 204 {
+		t.Fatalf("delete: %d", st)
+	}
+	sums, _ := filepath.Glob(in.path("state", "archives", "u*", "*.tar.sha256"))
+	if len(sums) == 0 {
+		t.Fatalf("no archive with its checksum under %s", in.path("state", "archives"))
+	}
+	b := s.createSession(t, map[string]any{"key": key})
+	t.Cleanup(func() { s.do("DELETE", "/v1/sessions/"+b.ID, nil) })
+	if !b.Restored {
+		t.Fatalf("not restored under the default configuration:\n%s", s.logs)
+	}
+	if st, got := s.raw("GET", "/v1/sessions/"+b.ID+"/files/notes.txt", nil); st != 200 || string(got) != "kept across the reap\n" {
+		t.Fatalf("restored file: %d %q", st, got)
+	}
+	if h := s.health(t); checkNamed(h, "archive") != "ok" {
+		t.Fatalf("health: %+v", h.Checks)
+	}
 }

@@ -142,7 +142,7 @@ func install(repo string) (*installation, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "run"} {
+	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "state/archives", "run"} {
 		if err := os.MkdirAll(in.path(d), 0o700); err != nil {
 			return nil, err
 		}

@@ -16,8 +16,9 @@
 #   - the helper's root-owned config (NSINIT_CONFIG), its namespace-owner
 #     file (NSINIT_OWNER) and the seccomp profiles;
 #   - the state directory: root-owned (the helper refuses a workspace root
-#     whose parent is not), with workspaces/, sessions/ and audit/ owned by
-#     the service user; and the socket's directory.
+#     whose parent is not), with workspaces/, sessions/, audit/ and
+#     archives/ (keyed sessions' archives, on by default) owned by the
+#     service user; and the socket's directory.
 #
 # Directories: the installer creates what is missing and never re-owns or
 # re-modes a directory that already exists. An existing directory that is
@@ -188,7 +189,7 @@ Fix: usermod -G '' $ns_user"
 # parent the service uid could swap. What the supervisor writes lives in
 # subdirectories it owns (the audit log: run with --audit-log $state/audit/audit.log).
 ensure_dir "$state" root root 0755 SANDBOXD_STATE_DIR
-for d in workspaces sessions audit; do
+for d in workspaces sessions audit archives; do
   ensure_dir "$state/$d" "$user" "$user_group" 0700 SANDBOXD_STATE_DIR
 done
 # The socket's directory: the supervisor creates the socket in it (0660,
