@@ -92,8 +92,9 @@ vet:
 # The launch benchmark, then what the audit trail costs per exec (fdatasync
 # of each record vs none; SANDBOXD_BENCH_AUDIT_DIR picks the file system,
 # e.g. the state directory's).
-bench: deps build
+bench: deps tools build
 	$(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
+	$(GO) test -tags bench -count=1 -run '^TestArchiveS3Figures$$' -v -timeout 10m ./integration/
 	$(GO) test -tags bench -count=1 -run '^TestAuditCost$$' -v ./audit/
 
 # 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes),
