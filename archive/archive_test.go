@@ -307,6 +307,21 @@ func TestS3DownOrSlow(t *testing.T) {
 	if d, _, _ := s.Health(); d {
 		t.Fatalf("still degraded after a success")
 	}
+	// Down again, then back with no archive moving: Recheck clears it.
+	srv.Stop()
+	if _, err := s.Get(context.Background(), k); err == nil {
+		t.Fatal("get with the server down succeeded")
+	}
+	s.Recheck(context.Background())
+	if d, _, _ := s.Health(); !d {
+		t.Fatal("Recheck cleared the degraded state while the server is down")
+	}
+	srv.Restart()
+	time.Sleep(10 * time.Second) // Recheck pings at most every 10 s
+	s.Recheck(context.Background())
+	if d, _, _ := s.Health(); d {
+		t.Fatal("still degraded once the server answers again")
+	}
 	t.Logf("put failed in %v against a hung server (timeout 2s)", took)
 }
 

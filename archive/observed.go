@@ -24,7 +24,17 @@ type Observed struct {
 	lastErr  string
 	lastFail time.Time
 	degraded bool
+	lastPing time.Time
 }
+
+// Pinger is a store that can check it is reachable without moving an
+// archive (S3).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// pingEvery bounds how often Recheck contacts the backend.
+const pingEvery = 10 * time.Second
 
 // Observe wraps s.
 func Observe(s Store) *Observed {
@@ -102,6 +112,27 @@ func (o *Observed) List(ctx context.Context, owner int) ([]Info, error) {
 	l, err := o.Store.List(ctx, owner)
 	o.note("list", err)
 	return l, err
+}
+
+// Recheck clears the degraded state once the backend answers again, so
+// the health check does not stay degraded until the next archive: while
+// degraded, at most every 10 s, it pings a Pinger store within ctx.
+func (o *Observed) Recheck(ctx context.Context) {
+	p, ok := o.Store.(Pinger)
+	o.mu.Lock()
+	due := o.degraded && ok && time.Since(o.lastPing) >= pingEvery
+	if due {
+		o.lastPing = time.Now()
+	}
+	o.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := p.Ping(ctx); err == nil {
+		o.mu.Lock()
+		o.degraded = false
+		o.mu.Unlock()
+	}
 }
 
 // Health reports whether the last backend operation failed, and its

@@ -223,7 +223,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
 	checks := s.prober.Probe(ctx, caller)
-	checks.Archive = s.archiveHealth()
+	checks.Archive = s.archiveHealth(ctx)
 	ready := checks.Ready()
 	status := http.StatusOK
 	if !ready {
@@ -246,10 +246,13 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 // archiveHealth is the archive check: "" (off), "ok", or "degraded: ..."
 // while the last operation of the store failed (the error is the
 // store's, scrubbed of credentials).
-func (s *Server) archiveHealth() string {
+func (s *Server) archiveHealth(ctx context.Context) string {
 	if s.sessions == nil || s.sessions.Archives() == nil {
 		return ""
 	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	s.sessions.Archives().Recheck(pctx)
+	cancel()
 	if degraded, why, since := s.sessions.Archives().Health(); degraded {
 		return fmt.Sprintf("degraded since %s: %s", since.UTC().Format(time.RFC3339), why)
 	}
