@@ -277,6 +277,21 @@ func TestS3DownOrSlow(t *testing.T) {
 	} else {
 		checkNoSecret(t, srv, msg)
 	}
+	// Stopped mid-upload: the spool is complete, the multipart upload of
+	// its 4 parts is under way when the server dies.
+	srv.Restart()
+	var spooled time.Time
+	_, err = s.Put(context.Background(), k, func(w io.Writer) (int64, error) {
+		n, err := io.Copy(w, io.LimitReader(rand.Reader, 64<<20))
+		spooled = time.Now()
+		go func() { time.Sleep(150 * time.Millisecond); srv.Stop() }()
+		return n, err
+	})
+	t.Logf("upload of 64 MiB failed %v after the spool was complete (server stopped at 150 ms): %v", time.Since(spooled).Round(time.Millisecond), err)
+	if !errors.Is(err, archive.ErrUnavailable) {
+		t.Fatalf("put with the server stopped mid-upload: %v", err)
+	}
+	checkNoSecret(t, srv, err.Error())
 	// Hung (SIGSTOP: connections are accepted, never answered): bounded.
 	srv.Restart()
 	if err := srv.Signal(syscall.SIGSTOP); err != nil {
@@ -291,7 +306,7 @@ func TestS3DownOrSlow(t *testing.T) {
 	}
 	var m bytes.Buffer
 	s.WriteMetrics(&m)
-	if !strings.Contains(m.String(), `sandboxd_archive_failures_total{backend="s3",op="put"} 2`) ||
+	if !strings.Contains(m.String(), `sandboxd_archive_failures_total{backend="s3",op="put"} 3`) ||
 		!strings.Contains(m.String(), `sandboxd_archive_degraded{backend="s3"} 1`) {
 		t.Fatalf("metrics:\n%s", m.String())
 	}
@@ -301,8 +316,11 @@ func TestS3DownOrSlow(t *testing.T) {
 		t.Fatalf("get after recovery: %v", err)
 	}
 	defer r.Close()
-	if r.Info.SHA256 != first.SHA256 {
+	if r.Info.SHA256 != first.SHA256 || r.Info.Size != first.Size {
 		t.Fatalf("restored something other than the last whole archive")
+	}
+	if l, err := s.List(context.Background(), 9); err != nil || len(l) != 1 || l[0].Size != first.Size {
+		t.Fatalf("the bucket holds %+v (%v), want only the first archive", l, err)
 	}
 	if d, _, _ := s.Health(); d {
 		t.Fatalf("still degraded after a success")
