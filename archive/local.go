@@ -15,6 +15,10 @@ import (
 // temporary files, fsynced and renamed (the checksum first), so a crash
 // leaves either the old archive, the new one, or a pair whose checksum does
 // not match — which Get refuses — never a partial archive taken for whole.
+// The temporary names are unique (os.CreateTemp), not internal/atomicfile's
+// fixed path+".tmp": two sessions of one owner and key may be archived at
+// once, and a fixed name would let one writer rename the other's half-written
+// file into place.
 type Local struct {
 	dir string
 	now func() time.Time

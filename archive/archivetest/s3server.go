@@ -21,6 +21,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 // Server is one versitygw process serving an S3 API over a directory.
@@ -134,7 +135,7 @@ func (s *Server) CredentialsFile(dir string) string {
 	s.t.Helper()
 	p := filepath.Join(dir, "s3-credentials")
 	body := fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", s.AccessKey, s.SecretKey)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, []byte(body), 0o600); err != nil {
 		s.t.Fatal(err)
 	}
 	return p
