@@ -318,7 +318,7 @@ func TestHealthCommand(t *testing.T) {
 		code   int
 		want   []string
 	}{
-		{"ready", ready(), nil, 0, []string{"sandboxd 9.8.7: ready\n", "  bwrap     ok\n", "  cgroups   v2\n", "  runtimes  python, javascript\n"}},
+		{"ready", ready(), nil, 0, []string{"sandboxd 9.8.7: ready\n", "  bwrap     ok\n", "  cgroups   v2\n", "  runtimes  python, javascript, shell\n"}},
 		{"not ready", bad, nil, 1, []string{"NOT READY", "bwrap not found; fix: apt-get install bubblewrap"}},
 		{"json", bad, []string{"--json"}, 1, []string{`"ok": false`, `"version": "9.8.7"`, `"runtimes": [`}},
 	}
