@@ -369,6 +369,7 @@ func TestStreaming(t *testing.T) {
 			sc.Buffer(nil, 64<<20)
 			var types []string
 			var firstLatency time.Duration
+			var out string
 			for sc.Scan() {
 				var ev map[string]any
 				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
@@ -376,9 +377,14 @@ func TestStreaming(t *testing.T) {
 				}
 				typ, _ := ev["type"].(string)
 				types = append(types, typ)
-				if data, _ := ev["data"].(string); typ == "stdout" && strings.HasPrefix(data, "first ") && firstLatency == 0 {
-					printed, _ := strconv.ParseFloat(strings.Fields(data)[1], 64)
-					firstLatency = time.Since(time.Unix(0, int64(printed*1e9)))
+				// The first line may come in several chunks: its latency is
+				// measured when it is whole.
+				if data, _ := ev["data"].(string); typ == "stdout" && firstLatency == 0 {
+					out += data
+					if line, _, ok := strings.Cut(out, "\n"); ok && strings.HasPrefix(line, "first ") {
+						printed, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+						firstLatency = time.Since(time.Unix(0, int64(printed*1e9)))
+					}
 				}
 			}
 			t.Logf("%s: events %v; first line arrived %s after it was printed", tc.name, types, firstLatency)

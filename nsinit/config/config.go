@@ -95,7 +95,11 @@ func Default(workspaceRoot, shim, profile string) Config {
 		PayloadProfile:  profile,
 		TmpSizeMaxBytes: 1 << 30,
 		BaseEnv:         []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8", "TMPDIR=/tmp"},
-		ROBinds:         []string{"/usr", "/etc/alternatives", "/etc/ssl", "/etc/localtime"},
+		// /etc/matplotlibrc: Debian's matplotlib reads its rc file there;
+		// /etc/fonts: fontconfig's configuration, for figures' text
+		// (the kernels' figures); binds are --ro-bind-try, so a host
+		// without it loses nothing.
+		ROBinds: []string{"/usr", "/etc/alternatives", "/etc/ssl", "/etc/localtime", "/etc/matplotlibrc", "/etc/fonts"},
 		Symlinks: []Symlink{
 			{Target: "usr/bin", Path: "/bin"}, {Target: "usr/sbin", Path: "/sbin"},
 			{Target: "usr/lib", Path: "/lib"}, {Target: "usr/lib64", Path: "/lib64"},
