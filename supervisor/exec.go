@@ -180,6 +180,8 @@ func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *st
 		return s.runKernelExec(ctx, sess, d, emit)
 	case s.useRunner(d):
 		return s.runOnce(ctx, d, emit)
+	case d.entrypoint != "":
+		return nil, errdefs.New(errdefs.ErrUnavailable, "this supervisor's launcher cannot run code-node calls (entrypoint)", "", nil)
 	}
 	if emit != nil {
 		var cut streamCut

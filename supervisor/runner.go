@@ -31,9 +31,9 @@ func (s *Server) runners() (runnerLauncher, bool) {
 }
 
 // useRunner reports whether a process-mode exec runs through its runner's
-// run-once mode: python always, javascript unless it has stdin (the
-// JavaScript runner does not connect an exec's stdin; a plain node
-// process keeps today's behaviour).
+// run-once mode: python always, javascript unless it has stdin and no
+// entrypoint (the JavaScript runner does not connect an exec's stdin; a
+// plain node process keeps today's behaviour).
 func (s *Server) useRunner(d decision) bool {
 	if _, ok := s.runners(); !ok {
 		return false
@@ -42,7 +42,7 @@ func (s *Server) useRunner(d decision) bool {
 	case api.LanguagePython:
 		return true
 	case api.LanguageJavaScript:
-		return len(d.launch.Stdin) == 0
+		return len(d.launch.Stdin) == 0 || d.entrypoint != ""
 	}
 	return false
 }

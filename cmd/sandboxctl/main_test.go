@@ -263,7 +263,8 @@ func TestUsageErrors(t *testing.T) {
 		{"stdin twice", []string{"run", "--lang", "python", "-", "--stdin-file", "-"}, "already carries the code"},
 		{"bad --file", []string{"run", "--lang", "python", "-c", "1", "--file", "nolocal"}, "WORKSPACE_PATH=LOCAL_FILE"},
 		{"missing file", []string{"run", "/nonexistent/x.py"}, "read code"},
-		{"artifacts dir alone", []string{"run", "--lang", "python", "-c", "1", "--artifacts-dir", "/tmp/x"}, "needs at least one --artifact"},
+		{"inputs not an object", []string{"run", "--lang", "python", "-c", "1", "--entrypoint", "main", "--inputs", "[1]"}, "--inputs must be one JSON object"},
+		{"inputs not JSON", []string{"run", "--lang", "python", "-c", "1", "--entrypoint", "main", "--inputs", "{"}, "--inputs must be one JSON object"},
 		{"health arg", []string{"health", "extra"}, "unexpected argument"},
 	}
 	for _, tc := range tests {
