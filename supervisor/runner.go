@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
@@ -159,6 +162,13 @@ func assemble(d decision, sink *execSink, o outcome) *ExecResult {
 	case o.result != nil && !o.timedOut && !o.cancelled:
 		code := o.result.ExitCode
 		res.ExitCode, res.ReturnValue = &code, o.result.ReturnValue
+		if o.exit != nil && code > 128 && code < 128+65 {
+			// The runner reported its interpreter killed by signal
+			// code-128 (node's evaluator) and the kernel is gone: the
+			// process-exec convention for 128+N.
+			sig := signalName(code - 128)
+			res.ExitCode, res.Signal = nil, &sig
+		}
 		if e := o.result.Exception; e != nil {
 			res.Exception = &api.Exception{Type: e.Type, Message: e.Message, Traceback: e.Traceback}
 		}
@@ -239,4 +249,12 @@ func describeKernelEnd(ex launch.SandboxExit) string {
 		b.WriteString(", OOM-killed")
 	}
 	return b.String()
+}
+
+// signalName names signal n as a process exec's result does.
+func signalName(n int) string {
+	if name := unix.SignalName(syscall.Signal(n)); name != "" {
+		return name
+	}
+	return fmt.Sprintf("SIG%d", n)
 }
