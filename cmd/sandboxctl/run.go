@@ -149,30 +149,37 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	return report(res, raw, streamed, asJSON, artifactsDir, sio)
 }
 
+// streamedOutput says which of the payload's streams were already written
+// as they arrived (a server that does not stream sends none).
+type streamedOutput struct{ stdout, stderr bool }
+
 // execute runs the exec, streamed (output written as it arrives) or not.
-func execute(ctx context.Context, cl *client.Client, session string, req api.ExecRequest, stream bool, sio stdio) (*api.ExecResult, []byte, bool, error) {
+func execute(ctx context.Context, cl *client.Client, session string, req api.ExecRequest, stream bool, sio stdio) (*api.ExecResult, []byte, streamedOutput, error) {
+	var st streamedOutput
 	if stream {
 		res, raw, err := cl.ExecStream(ctx, session, req, func(ev client.Event) {
 			switch ev.Type {
 			case "stdout": // untrusted, as below
+				st.stdout = true
 				writePayload(sio.out, ev.Text())
 			case "stderr":
+				st.stderr = true
 				writePayload(sio.err, ev.Text())
 			}
 		})
-		return res, raw, true, err
+		return res, raw, st, err
 	}
 	if session != "" {
 		res, raw, err := cl.SessionExec(ctx, session, req)
-		return res, raw, false, err
+		return res, raw, st, err
 	}
 	res, raw, err := cl.Exec(ctx, req)
-	return res, raw, false, err
+	return res, raw, st, err
 }
 
 // report prints a result (its output unless streamed, or the raw JSON),
 // saves artifacts and displays, and returns the exit status.
-func report(res *api.ExecResult, raw []byte, streamed, asJSON bool, artifactsDir string, sio stdio) int {
+func report(res *api.ExecResult, raw []byte, streamed streamedOutput, asJSON bool, artifactsDir string, sio stdio) int {
 	if asJSON {
 		var buf bytes.Buffer
 		if json.Indent(&buf, raw, "", "  ") != nil {
@@ -183,8 +190,10 @@ func report(res *api.ExecResult, raw []byte, streamed, asJSON bool, artifactsDir
 		_, _ = sio.out.Write(buf.Bytes())
 	} else {
 		// Untrusted: escaped when it goes to a terminal (termsafe.go).
-		if !streamed {
+		if !streamed.stdout {
 			writePayload(sio.out, res.Stdout)
+		}
+		if !streamed.stderr {
 			writePayload(sio.err, res.Stderr)
 		}
 		if len(res.ReturnValue) > 0 {
