@@ -416,3 +416,41 @@ func TestStreamDisconnectKills(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelAudit: each exec in a kernel is accept, decide, kernel_exec,
+// reap under its own exec id, linked to the kernel's launch id, whose own
+// trail is a launch's (prepare, the helper's steps, reap when stopped); a
+// run-once process exec is an ordinary launch; every record is as the
+// typed schema says.
+func TestKernelAudit(t *testing.T) {
+	in := setup(t)
+	log := auditLogPath(in)
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", log}})
+	sess := s.createSession(t, nil)
+	k1 := s.kexec(t, sess.ID, map[string]any{"language": "python", "code": "print(1)", "artifacts": []string{"*.txt"}})
+	req := lang("python", "while True: pass")
+	req["timeout_ms"] = 500
+	k2 := s.kexec(t, sess.ID, req)
+	once := s.exec(map[string]any{"language": "python", "code": "def main(): return 1", "entrypoint": "main"})
+	sh := s.exec(lang("shell", "echo hi"))
+	if status, body := s.do("DELETE", "/v1/sessions/"+sess.ID, nil); status != 204 {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	recs := auditRead(t, log)
+	for _, tc := range []struct{ id, want string }{
+		{k1.ID, "accept decide kernel_exec reap artifacts"},
+		{k2.ID, "accept decide kernel_exec reap"},
+		{k1.Kernel.ID, "prepare enter network seccomp drop exec reap"},
+		{once.ID, "accept decide prepare enter network seccomp drop exec reap"},
+		{sh.ID, "accept decide prepare enter network seccomp drop exec reap"},
+	} {
+		if got := auditSteps(auditExec(recs, tc.id)); got != tc.want {
+			t.Errorf("trail of %s: %q, want %q", tc.id, got, tc.want)
+		}
+	}
+	for _, r := range auditExec(recs, k1.ID) {
+		if r.Step == "kernel_exec" && r.FactMap()["kernel_id"] != k1.Kernel.ID {
+			t.Errorf("kernel_exec record %+v does not name the kernel %s", r, k1.Kernel.ID)
+		}
+	}
+}

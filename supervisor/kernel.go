@@ -144,8 +144,9 @@ type execSink struct {
 	stdout, stderr *launch.Capture
 	outLimit       int64
 	limits         workspace.ArtifactLimits
-	emit           func(event) bool // streaming; false: the client is gone
-	stop           chan struct{}    // closed when the exec ends: emit must not block past it
+	// emit streams an event; it runs on the channel's reader goroutine,
+	// so it must not block for long (the streamer's write deadline).
+	emit func(event) bool
 
 	mu        sync.Mutex
 	displays  []api.Display
@@ -158,7 +159,7 @@ type execSink struct {
 
 func newSink(id string, outLimit int64, limits workspace.ArtifactLimits, emit func(event) bool) *execSink {
 	return &execSink{id: id, stdout: launch.NewCapture(outLimit), stderr: launch.NewCapture(outLimit), outLimit: outLimit,
-		limits: limits, emit: emit, stop: make(chan struct{}),
+		limits: limits, emit: emit,
 		result: make(chan *protocol.Result, 1), failed: make(chan error, 1)}
 }
 
@@ -275,7 +276,6 @@ func (k *kernel) execute(ctx context.Context, x protocol.Execute, timeout time.D
 		k.sink = nil
 		k.mu.Unlock()
 	}()
-	defer close(sink.stop)
 	var o outcome
 	if err := k.enc.Execute(x); err != nil {
 		o.broken = err
