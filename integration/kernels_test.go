@@ -28,6 +28,22 @@ func (s *supervisor) kexec(t *testing.T, id string, req map[string]any) execResu
 	return r
 }
 
+// kernelSession creates a session that is removed when the test ends
+// (sessions are capped at --max-sessions, and other tests count on it).
+func (s *supervisor) kernelSession(t *testing.T) sessionObj {
+	t.Helper()
+	sess := s.createSession(t, nil)
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			s.do("DELETE", "/v1/sessions/"+sess.ID, nil)
+		}
+		s.in.dropSession(sess.ID)
+	})
+	return sess
+}
+
 func exitIs(r execResult, code int) bool { return r.ExitCode != nil && *r.ExitCode == code }
 
 func lang(l, code string) map[string]any { return map[string]any{"language": l, "code": code} }
@@ -40,7 +56,7 @@ func TestKernelStateAcrossExecs(t *testing.T) {
 		{"javascript", "const x = 40; let y = 1", "y += 1", "console.log(x + y)", "42\n"},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
-			sess := s.createSession(t, nil)
+			sess := s.kernelSession(t)
 			var id string
 			for i, code := range []string{tc.a, tc.b, tc.c} {
 				r := s.kexec(t, sess.ID, lang(tc.lang, code))
@@ -75,7 +91,7 @@ func TestKernelExitAndTimeout(t *testing.T) {
 		{"javascript", "var v = 7", "process.exit(3)", "while (true) {}", "console.log(typeof v === 'undefined' ? 'fresh' : v)"},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
-			sess := s.createSession(t, nil)
+			sess := s.kernelSession(t)
 			s.kexec(t, sess.ID, lang(tc.lang, tc.set))
 			r := s.kexec(t, sess.ID, lang(tc.lang, tc.exit))
 			if !exitIs(r, 3) {
@@ -112,7 +128,7 @@ func TestShellExec(t *testing.T) {
 		t.Fatalf("shell one-shot: %+v", r)
 	}
 	t.Logf("ls /: %q", r.Stdout)
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	s.kexec(t, sess.ID, lang("python", "open('made-by-python.txt', 'w').write('hello from python')"))
 	r = s.kexec(t, sess.ID, lang("shell", "cat made-by-python.txt; exit 4"))
 	if !exitIs(r, 4) || r.Stdout != "hello from python" || r.Kernel != nil {
@@ -131,7 +147,7 @@ func TestShellExec(t *testing.T) {
 func TestProcessModeRunner(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	r := s.exec(map[string]any{"language": "python", "code": "import sys\nprint(input())\nraise ValueError('bad ' + sys.argv[0])", "stdin": "in\n"})
+	r := s.exec(map[string]any{"language": "python", "code": "print(input())\ndef main():\n    raise ValueError('bad')", "stdin": "in\n", "entrypoint": "main"})
 	if !exitIs(r, 1) || r.Stdout != "in\n" || r.Exception == nil || r.Exception.Type != "ValueError" || !strings.Contains(r.Stderr, "ValueError") {
 		t.Fatalf("python one-shot: %+v", r)
 	}
@@ -161,7 +177,7 @@ func TestProcessModeRunner(t *testing.T) {
 func TestKernelCodeNodeInSession(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	r := s.kexec(t, sess.ID, map[string]any{"language": "python", "code": "def main(name):\n    return {'hi': name}", "entrypoint": "main", "inputs": map[string]any{"name": "ana"}})
 	if !exitIs(r, 0) || strings.ReplaceAll(string(r.ReturnValue), " ", "") != `{"hi":"ana"}` {
 		t.Fatalf("python: %+v", r)
@@ -175,7 +191,7 @@ func TestKernelCodeNodeInSession(t *testing.T) {
 func TestKernelIsolationBetweenSessions(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	a, b := s.createSession(t, nil), s.createSession(t, nil)
+	a, b := s.kernelSession(t), s.kernelSession(t)
 	s.kexec(t, a.ID, lang("python", "secret = 'A'\nopen('a.txt','w').write('A')"))
 	r := s.kexec(t, b.ID, lang("python", "import os\nprint('secret' in globals(), os.path.exists('a.txt'), sorted(os.listdir('.')))"))
 	if r.Stdout != "False False []\n" {
@@ -190,7 +206,7 @@ func TestKernelIsolationBetweenSessions(t *testing.T) {
 func TestKernelRestartEndpointAndDelete(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	r := s.kexec(t, sess.ID, lang("python", "z = 1"))
 	status, body := s.do("POST", "/v1/sessions/"+sess.ID+"/kernels/python/restart", nil)
 	var k api.Kernel
@@ -230,7 +246,7 @@ func TestKernelMemoryBomb(t *testing.T) {
 		{"javascript", "const b = []; while (true) b.push(Buffer.alloc(16 << 20, 1))"},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
-			sess := s.createSession(t, nil)
+			sess := s.kernelSession(t)
 			s.kexec(t, sess.ID, lang(tc.lang, "1"))
 			req := lang(tc.lang, tc.bomb)
 			req["timeout_ms"] = 20000
@@ -249,7 +265,7 @@ func TestKernelMemoryBomb(t *testing.T) {
 func TestKernelChannelAbuse(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	rssBefore := peakRSSKB(t, s.cmd.Process.Pid)
 	for _, tc := range []struct{ name, code string }{
 		// The runner's channel is its private fd; caller code finds it
@@ -297,7 +313,7 @@ func peakRSSKB(t *testing.T, pid int) int64 {
 func TestKernelSurvivesSupervisorRestart(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	s.kexec(t, sess.ID, lang("python", "q = 1\nopen('kept.txt','w').write('kept')"))
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.done
@@ -311,7 +327,7 @@ func TestKernelSurvivesSupervisorRestart(t *testing.T) {
 func TestKernelRichOutputs(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	s.kexec(t, sess.ID, lang("python", "import pandas as pd\ndf = pd.DataFrame({'城市': ['北京', '上海'], 'n': [3, 5]})"))
 	r := s.kexec(t, sess.ID, lang("python", "df"))
 	if len(r.Displays) < 1 || r.Displays[0].MIME != "text/html" || !strings.Contains(string(r.Displays[0].Data), "<table") {
@@ -353,7 +369,7 @@ func (s *supervisor) streamExec(t *testing.T, path string, req map[string]any) *
 func TestStreaming(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	for _, tc := range []struct {
 		name, path string
 		req        map[string]any
@@ -398,7 +414,7 @@ func TestStreaming(t *testing.T) {
 func TestStreamDisconnectKills(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	for _, tc := range []struct{ name, path, lang, code string }{
 		{"one-shot", "/v1/exec", "python", "import time\nprint('go', flush=True)\ntime.sleep(60)"},
 		{"kernel", "/v1/sessions/" + sess.ID + "/exec", "javascript", "console.log('go'); await new Promise(r => setTimeout(r, 60000))"},
@@ -426,7 +442,7 @@ func TestKernelAudit(t *testing.T) {
 	in := setup(t)
 	log := auditLogPath(in)
 	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", log}})
-	sess := s.createSession(t, nil)
+	sess := s.kernelSession(t)
 	k1 := s.kexec(t, sess.ID, map[string]any{"language": "python", "code": "print(1)", "artifacts": []string{"*.txt"}})
 	req := lang("python", "while True: pass")
 	req["timeout_ms"] = 500

@@ -47,6 +47,10 @@ type SandboxExit struct {
 	Stderr    string // the payload's stderr (bounded by the output limit)
 	OOMKilled bool
 	Stopped   string // exited, cancelled, quota, permit
+	// QuotaExceeded: the workspace went over its quota (or could not be
+	// measured, QuotaErr says why) and the sandbox was stopped or found so.
+	QuotaExceeded bool
+	QuotaErr      string
 }
 
 // Start launches req's payload and returns once the helper runs. stdin is
@@ -95,6 +99,10 @@ func (sb *Sandbox) supervise(ctx context.Context, pw *prepared, cleanup func()) 
 	if err == nil {
 		if !hr.quotaExceeded {
 			hr.quotaExceeded, hr.quotaErr = pw.quotaCheck(sb.req).over()
+		}
+		sb.exit.QuotaExceeded = hr.quotaExceeded
+		if hr.quotaErr != nil {
+			sb.exit.QuotaErr = hr.quotaErr.Error()
 		}
 		if le := sb.h.refusal(hr); le != nil {
 			err = le

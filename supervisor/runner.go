@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/kernel/protocol"
 	"github.com/sandboxd/sandboxd/kernel/runners"
 	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -34,20 +35,16 @@ func (s *Server) runners() (runnerLauncher, bool) {
 }
 
 // useRunner reports whether a process-mode exec runs through its runner's
-// run-once mode: python always, javascript unless it has stdin and no
-// entrypoint (the JavaScript runner does not connect an exec's stdin; a
-// plain node process keeps today's behaviour).
+// run-once mode: a code-node call (an entrypoint) of python or
+// javascript. Every other process-mode exec runs as a plain interpreter,
+// with today's fidelity: the payload's own fds 0-2 and nothing else, its
+// environment exactly the request's, output at pipe speed (a 5 GiB flood is
+// drained in a minute; as JSON frames through the runner it is not).
 func (s *Server) useRunner(d decision) bool {
-	if _, ok := s.runners(); !ok {
+	if _, ok := s.runners(); !ok || d.entrypoint == "" {
 		return false
 	}
-	switch d.launch.Runtime {
-	case api.LanguagePython:
-		return true
-	case api.LanguageJavaScript:
-		return len(d.launch.Stdin) == 0 || d.entrypoint != ""
-	}
-	return false
+	return policy.HasRunner(d.launch.Runtime)
 }
 
 // runnerRequest is the sandbox launch of a runner: the runner's source as
@@ -155,8 +152,11 @@ func assemble(d decision, sink *execSink, o outcome) *ExecResult {
 		DurationMS: o.took.Milliseconds(), TimedOut: o.timedOut, Artifacts: []Artifact{},
 		Displays: displays, ArtifactsTruncated: trunc}
 	res.Policy.Limits = d.launch.Limits
-	if o.exit != nil && o.exit.OOMKilled {
-		res.OOMKilled = true
+	if o.exit != nil {
+		// The kernel's sandbox ended during the exec: what stopped it
+		// (the OOM killer, the workspace quota watcher) is this exec's.
+		res.OOMKilled = o.exit.OOMKilled
+		res.QuotaExceeded = o.exit.QuotaExceeded
 	}
 	switch {
 	case o.result != nil && !o.timedOut && !o.cancelled:
@@ -217,6 +217,12 @@ func (s *Server) kernelReapRecord(d decision, caller Caller, k *kernel, res *Exe
 	}
 	if o.broken != nil {
 		facts["protocol_error"] = o.broken.Error()
+	}
+	if res.QuotaExceeded {
+		facts["quota_exceeded"] = true
+		if o.exit != nil && o.exit.QuotaErr != "" {
+			facts["quota_error"] = o.exit.QuotaErr
+		}
 	}
 	_ = s.writeAudit(s.record(d.launch.ExecID, audit.StepReap, caller, nil, facts))
 }
