@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -247,15 +246,6 @@ func kernelModeUnavailable() error {
 	return errdefs.New(errdefs.ErrUnavailable, "this supervisor's launcher cannot run kernels", "use mode \"process\"", nil)
 }
 
-// describeKernelEnd says why a session's kernel is no longer there.
-func describeKernelEnd(ex launch.SandboxExit) string {
-	var b strings.Builder
-	b.WriteString("stopped: " + ex.Stopped)
-	if ex.OOMKilled {
-		b.WriteString(", OOM-killed")
-	}
-	return b.String()
-}
 
 // signalName names signal n as a process exec's result does.
 func signalName(n int) string {
