@@ -246,7 +246,6 @@ func kernelModeUnavailable() error {
 	return errdefs.New(errdefs.ErrUnavailable, "this supervisor's launcher cannot run kernels", "use mode \"process\"", nil)
 }
 
-
 // signalName names signal n as a process exec's result does.
 func signalName(n int) string {
 	if name := unix.SignalName(syscall.Signal(n)); name != "" {
