@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ExecIDHeader carries the exec id on every answer of an exec endpoint,
 // refusals included, so a caller can find the audit records of a request
@@ -17,7 +20,17 @@ const DefaultSocket = "/run/sandboxd/sandboxd.sock"
 const (
 	LanguagePython     = "python"
 	LanguageJavaScript = "javascript"
+	LanguageShell      = "shell"
 )
+
+// The modes of ExecRequest.Mode.
+const (
+	ModeKernel  = "kernel"  // the session's kernel of the language (session default)
+	ModeProcess = "process" // a fresh interpreter (one-shot default; the only one-shot mode)
+)
+
+// NDJSONType is the Accept value that asks for a streamed exec.
+const NDJSONType = "application/x-ndjson"
 
 // NetworkNone is the only network mode: an own network namespace with only
 // loopback. "" means the same.
@@ -34,6 +47,13 @@ type ExecRequest struct {
 	TimeoutMS *int64            `json:"timeout_ms,omitempty"`
 	Artifacts []string          `json:"artifacts,omitempty"`
 	Network   string            `json:"network,omitempty"`
+	// Mode is "kernel" or "process"; "" is "kernel" in a session and
+	// "process" one-shot (where "kernel" is refused).
+	Mode string `json:"mode,omitempty"`
+	// Entrypoint names the function called after the code with Inputs.
+	Entrypoint string `json:"entrypoint,omitempty"`
+	// Inputs is a JSON object passed to Entrypoint.
+	Inputs json.RawMessage `json:"inputs,omitempty"`
 }
 
 // ExecFile is one file staged into the workspace before the run.
@@ -60,6 +80,49 @@ type ExecResult struct {
 	Artifacts          []Artifact        `json:"artifacts"`
 	ArtifactsTruncated bool              `json:"artifacts_truncated"`
 	Policy             PolicyAttestation `json:"policy"`
+	// Kernel is set for an exec that ran in a session's kernel.
+	Kernel *KernelInfo `json:"kernel,omitempty"`
+	// Displays are the rich outputs, in order (python and javascript).
+	Displays []Display `json:"displays"`
+	// ReturnValue is the entrypoint's JSON return value, when it returned.
+	ReturnValue json.RawMessage `json:"return_value,omitempty"`
+	// Exception is the uncaught exception or error, if any.
+	Exception *Exception `json:"exception,omitempty"`
+}
+
+// KernelInfo is the kernel an exec ran in.
+type KernelInfo struct {
+	ID             string `json:"id"`
+	ExecutionCount int64  `json:"execution_count"`
+	// Restarted: this is the first exec in a kernel started because the
+	// previous one ended (timeout, OOM kill, crash, supervisor restart).
+	Restarted bool `json:"restarted"`
+}
+
+// Display is one rich output: Data (a string, or an object for
+// application/json) or DataBase64 (image/png).
+type Display struct {
+	MIME       string          `json:"mime"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	DataBase64 string          `json:"data_base64,omitempty"`
+}
+
+// Exception describes an uncaught exception (Python) or error (JavaScript).
+type Exception struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+}
+
+// Kernel is one of a session's kernels, as GET /v1/sessions/{id} and the
+// restart endpoint show it.
+type Kernel struct {
+	ID             string    `json:"id"`
+	Language       string    `json:"language"`
+	ExecutionCount int64     `json:"execution_count"`
+	StartedAt      time.Time `json:"started_at"`
+	MemoryBytes    int64     `json:"memory_bytes"`
+	Restarted      bool      `json:"restarted"`
 }
 
 // Usage is the payload's resource usage.
@@ -169,6 +232,7 @@ type Session struct {
 	Restored   bool      `json:"restored"`
 	DiskBytes  int64     `json:"disk_bytes"`
 	Busy       bool      `json:"busy"`
+	Kernels    []Kernel  `json:"kernels"`
 }
 
 // SessionList is the body of GET /v1/sessions, oldest first.

@@ -54,6 +54,10 @@ var schemaTypes = map[string]reflect.Type{
 	"FileInfo":             reflect.TypeFor[FileInfo](),
 	"FileList":             reflect.TypeFor[FileList](),
 	"Uploaded":             reflect.TypeFor[Uploaded](),
+	"KernelInfo":           reflect.TypeFor[KernelInfo](),
+	"Display":              reflect.TypeFor[Display](),
+	"Exception":            reflect.TypeFor[Exception](),
+	"Kernel":               reflect.TypeFor[Kernel](),
 	"ErrorCode":            reflect.TypeFor[ErrorCode](),
 	"Error":                reflect.TypeFor[ErrorBody](),
 }

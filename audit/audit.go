@@ -65,6 +65,8 @@ const (
 	// StepInterrupted closes an exec whose supervisor stopped before the
 	// exec was reaped (found when the next supervisor opens the log).
 	StepInterrupted = facts.StepInterrupted
+	// StepKernelExec links a kernel exec to its kernel's launch id.
+	StepKernelExec = facts.StepKernelExec
 )
 
 // Sources of records.

@@ -74,9 +74,11 @@ func TestBench(t *testing.T) {
 	}
 	sess := s.createSession(t, map[string]any{"ttl_seconds": 3600})
 	t.Cleanup(func() { in.dropSession(sess.ID) })
-	sessionAPI := func(lang, code string) func() error {
+	// mode "process": a fresh interpreter in the session's workspace;
+	// "kernel": the session's warm kernel (issue 11's kernel row).
+	sessionAPI := func(lang, code, mode string) func() error {
 		return func() error {
-			r := s.sessionExec(t, sess.ID, map[string]any{"language": lang, "code": code})
+			r := s.sessionExec(t, sess.ID, map[string]any{"language": lang, "code": code, "mode": mode})
 			if r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "1\n" {
 				return fmt.Errorf("session api %s: %+v", lang, r)
 			}
@@ -97,7 +99,8 @@ func TestBench(t *testing.T) {
 			{"api one-shot", api("python", "print(1)")},
 			{"bare python3", bare("/usr/bin/python3", "-c", "print(1)")},
 			{"bare bwrap", bare(bwrapArgs("/usr/bin/python3", "-c", "print(1)")...)},
-			{"api session", sessionAPI("python", "print(1)")},
+			{"api session", sessionAPI("python", "print(1)", "process")},
+			{"api kernel", sessionAPI("python", "print(1)", "kernel")},
 		}},
 		{"node console.log(1)", []struct {
 			name string
@@ -106,7 +109,8 @@ func TestBench(t *testing.T) {
 			{"api one-shot", api("javascript", "console.log(1)")},
 			{"bare node", bare("/usr/bin/node", "-e", "console.log(1)")},
 			{"bare bwrap", bare(bwrapArgs("/usr/bin/node", "-e", "console.log(1)")...)},
-			{"api session", sessionAPI("javascript", "console.log(1)")},
+			{"api session", sessionAPI("javascript", "console.log(1)", "process")},
+			{"api kernel", sessionAPI("javascript", "console.log(1)", "kernel")},
 		}},
 	}
 	fmt.Printf("\nsandboxd bench: %d interleaved runs per column, %s\n", n, time.Now().Format(time.RFC3339))
@@ -138,6 +142,8 @@ func TestBench(t *testing.T) {
 		fmt.Printf("  ratio p95: api/bare-bwrap %.2f\n", ratio(p(samples[0], 0.95), p(samples[2], 0.95)))
 		fmt.Printf("  session row p50: api-session/bare-bwrap %.2f   api-session/bare %.2f   p95 api-session/bare-bwrap %.2f\n",
 			ratio(p(samples[3], 0.5), bwrapP50), ratio(p(samples[3], 0.5), bareP50), ratio(p(samples[3], 0.95), p(samples[2], 0.95)))
+		fmt.Printf("  kernel row p50: api-kernel %s vs bare %s: api-kernel/bare %.2f   (target <= 0.30)\n",
+			ms(p(samples[4], 0.5)), ms(bareP50), ratio(p(samples[4], 0.5), bareP50))
 	}
 	fmt.Println(strings.Repeat("-", 60))
 }

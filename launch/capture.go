@@ -21,6 +21,7 @@ type capturedStream struct {
 	ringLen   int    // bytes in ring
 	total     int64
 	truncated bool
+	onChunk   func([]byte) // sees every chunk read (streaming); may be nil
 }
 
 func (c *capturedStream) headCap() int64 { return c.limit / 2 }
@@ -31,6 +32,9 @@ func (c *capturedStream) drain(r io.Reader) {
 	for {
 		n, err := r.Read(chunk)
 		if n > 0 {
+			if c.onChunk != nil {
+				c.onChunk(chunk[:n])
+			}
 			c.write(chunk[:n])
 		}
 		if err != nil {
@@ -116,3 +120,23 @@ func (c *capturedStream) Head(n int) string {
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
+
+// Capture is the bounded head-and-tail capture of one output stream that
+// an exec's result carries, for output that reaches the supervisor as
+// kernel frames rather than through a pipe: the same caps, the same marker.
+type Capture struct{ c capturedStream }
+
+// NewCapture keeps at most limit bytes.
+func NewCapture(limit int64) *Capture { return &Capture{c: capturedStream{limit: limit}} }
+
+// Write keeps what fits; it never fails.
+func (c *Capture) Write(p []byte) (int, error) { c.c.write(p); return len(p), nil }
+
+// String is what is kept, as valid UTF-8.
+func (c *Capture) String() string { return c.c.String() }
+
+// Truncated reports whether the limit cut the stream.
+func (c *Capture) Truncated() bool { return c.c.truncated }
+
+// Total is every byte written, kept or not.
+func (c *Capture) Total() int64 { return c.c.total }

@@ -268,7 +268,7 @@ func (f *fake) execAndRun(script string) int {
 // status, which (as bwrap's) is the payload's.
 func (f *fake) payload(script string) int {
 	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "fake helper:", err)
 		return 1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,49 +73,82 @@ func (h *HelperLauncher) Launch(ctx context.Context, req Request) (*ExecResult, 
 // launch is Launch, also returning the helper's run (nil if it never
 // started) for the health probe to classify.
 func (h *HelperLauncher) launch(ctx context.Context, req Request) (*ExecResult, *helperRun, error) {
+	pw, err := h.prepare(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pw.close()
+	res, hr, err := h.run(ctx, req, pw.name, pw.quotaCheck(req))
+	if err != nil {
+		return nil, hr, err
+	}
+	if len(req.Artifacts) > 0 {
+		h.collect(pw.ws, req, res)
+	}
+	return res, hr, nil
+}
+
+// prepared is a launch's workspace, ready and audited (phase "prepare").
+type prepared struct {
+	name       string // the directory's name below the workspace root
+	ws         *workspace.Workspace
+	close      func() // closes ws; removes a one-shot workspace
+	quotaBytes int64
+}
+
+// quota is the quota watcher of the launch; a probe writes nothing, so its
+// workspace is not measured.
+func (p *prepared) quotaCheck(req Request) quotaCheck {
+	q := quotaCheck{limit: p.quotaBytes}
+	if !req.Probe {
+		q.ws = p.ws
+	}
+	return q
+}
+
+// prepare makes (one-shot) or opens (session) the workspace, stages the
+// request's files and writes the prepare record; nothing runs unaudited.
+func (h *HelperLauncher) prepare(req Request) (*prepared, error) {
 	name, kind := req.ExecID, "one-shot"
 	if req.SessionWorkspace != "" {
 		name, kind = req.SessionWorkspace, "session"
 	}
 	dir := filepath.Join(h.cfg.WorkspaceRoot, name)
+	remove := func() {}
 	if req.SessionWorkspace == "" {
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			return nil, nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "create workspace", "", err))
+			return nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "create workspace", "", err))
 		}
-		defer func() {
+		remove = func() {
 			if err := RemoveWorkspace(dir); err != nil {
 				h.cfg.Log.Error("remove workspace", "exec_id", req.ExecID, "dir", dir, "err", err)
 			}
-		}()
+		}
 	}
 	ws, err := workspace.Open(dir, h.cfg.QuotaBytes)
 	if err != nil {
-		return nil, nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "open workspace", "", err))
+		remove()
+		return nil, h.prepareFailed(req, errdefs.New(errdefs.ErrInternal, "open workspace", "", err))
 	}
-	defer ws.Close()
+	pw := &prepared{name: name, ws: ws, quotaBytes: h.cfg.QuotaBytes, close: func() { ws.Close(); remove() }}
 	staged, serr := h.stage(ws, req)
 	if serr != nil {
-		return nil, nil, h.prepareFailed(req, serr)
+		pw.close()
+		return nil, h.prepareFailed(req, serr)
 	}
-	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: map[string]any{
+	facts := map[string]any{
 		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
 		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
 		"quota_bytes": h.cfg.QuotaBytes,
-	}}); err != nil {
-		return nil, nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
-	q := quotaCheck{limit: h.cfg.QuotaBytes}
-	if !req.Probe { // a probe writes nothing; its workspace is not measured
-		q.ws = ws
+	if req.Kernel != "" {
+		facts["kernel"] = req.Kernel
 	}
-	res, hr, err := h.run(ctx, req, name, q)
-	if err != nil {
-		return nil, hr, err
+	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: facts}); err != nil {
+		pw.close()
+		return nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
-	if len(req.Artifacts) > 0 {
-		h.collect(ws, req, res)
-	}
-	return res, hr, nil
+	return pw, nil
 }
 
 // stage writes the request's files into the workspace, within the quota.
@@ -255,42 +289,79 @@ func (h *HelperLauncher) execCgroup(req Request) (*cgroup.Exec, func(), error) {
 // runHelper runs the helper for req through its phases and returns only
 // once every process of the exec is gone.
 func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.LaunchSpec, q quotaCheck) (*helperRun, error) {
-	encoded, err := encodeSpec(sp)
+	hp, cleanup, err := h.startHelper(req, sp, helperIO{stdin: req.Stdin})
 	if err != nil {
 		return nil, err
 	}
-	cg, removeCgroup, err := h.execCgroup(req)
-	if err != nil {
-		return nil, err
-	}
-	defer removeCgroup()
-	hp, err := newHelperProc(h.cfg.HelperPath, cg, req.Limits.OutputLimitBytes)
-	if err != nil {
-		return nil, err
-	}
-	hp.grace = h.grace
-	// Last of all, after the reap: the release pipe's write end with it.
-	defer hp.pipes.closeAll()
-	if err := hp.start(); err != nil {
-		return nil, err
-	}
-	hp.feed(encoded, req.Stdin)
-	placeErr := hp.place()
-	hp.relayReports(func(r spec.Report) {
-		_ = h.audit(req, audit.Record{Source: audit.SourceNsinit, Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
-	})
-	hp.watchStatus()
-	hp.drainOutput()
 	timeout := req.Limits.Timeout()
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
+	return h.finishHelper(ctx, hp, cleanup, timeout, q)
+}
+
+// helperIO says how the payload's stdio is wired: stdin is written and
+// closed; or, with keepStdin, the stdin pipe stays the caller's (a kernel
+// channel) and stdout is read by the caller's stdout func, which must read
+// until it fails or returns (the rest is drained here).
+type helperIO struct {
+	stdin     []byte
+	keepStdin bool
+	stdout    func(io.Reader)
+}
+
+// startHelper runs the phases up to supervise: cgroup, pipes, start, feed,
+// place, relay, watch status, drain. cleanup (the cgroup, the pipes) runs
+// after the reap.
+func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helperIO) (*helperProc, func(), error) {
+	encoded, err := encodeSpec(sp)
+	if err != nil {
+		return nil, nil, err
+	}
+	cg, removeCgroup, err := h.execCgroup(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	hp, err := newHelperProc(h.cfg.HelperPath, cg, req.Limits.OutputLimitBytes)
+	if err != nil {
+		removeCgroup()
+		return nil, nil, err
+	}
+	hp.grace = h.grace
+	if out := req.Output; out != nil {
+		hp.stdout.onChunk = func(p []byte) { out("stdout", p) }
+		hp.stderr.onChunk = func(p []byte) { out("stderr", p) }
+	}
+	// Last of all, after the reap: the release pipe's write end with it.
+	cleanup := func() { hp.pipes.closeAll(); removeCgroup() }
+	if err := hp.start(); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if hio.keepStdin {
+		hp.feedSpec(encoded)
+	} else {
+		hp.feed(encoded, hio.stdin)
+	}
+	hp.placeErr = hp.place()
+	hp.relayReports(func(r spec.Report) {
+		_ = h.audit(req, audit.Record{Source: audit.SourceNsinit, Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
+	})
+	hp.watchStatus()
+	hp.drainOutput(hio.stdout)
+	return hp, cleanup, nil
+}
+
+// finishHelper supervises a started helper, tears it down and cleans up.
+// A timeout <= 0 means none (a kernel lives until it is stopped).
+func (h *HelperLauncher) finishHelper(ctx context.Context, hp *helperProc, cleanup func(), timeout time.Duration, q quotaCheck) (*helperRun, error) {
+	defer cleanup()
 	stop, stopErr := hp.supervise(ctx, timeout, q)
 	hr := hp.teardown(stop, stopErr)
 	// A helper that failed on its own is gone before the move: its reports
 	// say why, so the move's error only counts when the helper had not.
-	if placeErr != nil && !reportedFailure(hr.reports) {
-		return hr, errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", placeErr)
+	if hp.placeErr != nil && !reportedFailure(hr.reports) {
+		return hr, errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", hp.placeErr)
 	}
 	return hr, nil
 }

@@ -3,6 +3,7 @@ package launch
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -57,6 +58,7 @@ type helperProc struct {
 	outDone   chan struct{}
 
 	stdout, stderr capturedStream
+	placeErr       error      // place's error, judged after the reap
 	wait           waitStatus // set once the helper has been waited for
 	begin          time.Time
 }
@@ -161,9 +163,29 @@ func (hp *helperProc) place() error {
 	return nil
 }
 
-// drainOutput captures the payload's stdout and stderr to EOF.
-func (hp *helperProc) drainOutput() {
-	go func() { hp.stdout.drain(hp.pipes.stdoutR); hp.outDone <- struct{}{} }()
+// feedSpec writes the spec only: the stdin pipe stays open for the caller
+// (a kernel's channel), closed with the other pipes after the reap.
+func (hp *helperProc) feedSpec(encodedSpec []byte) {
+	go func() {
+		_, _ = hp.pipes.specW.Write(encodedSpec)
+		hp.pipes.close(hp.pipes.specW)
+	}()
+}
+
+// drainOutput captures the payload's stdout and stderr to EOF. With a
+// stdout func, that func reads stdout instead (a kernel's channel); what it
+// leaves is discarded to EOF, so the payload never blocks on a full pipe
+// and teardown's wait for the streams ends.
+func (hp *helperProc) drainOutput(stdout func(io.Reader)) {
+	go func() {
+		if stdout != nil {
+			stdout(hp.pipes.stdoutR)
+			_, _ = io.Copy(io.Discard, hp.pipes.stdoutR)
+		} else {
+			hp.stdout.drain(hp.pipes.stdoutR)
+		}
+		hp.outDone <- struct{}{}
+	}()
 	go func() { hp.stderr.drain(hp.pipes.stderrR); hp.outDone <- struct{}{} }()
 }
 

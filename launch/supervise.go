@@ -57,8 +57,12 @@ func (q quotaCheck) over() (bool, error) {
 // (checked every quotaInterval) or the helper's reports break the permit
 // sequence (phase "supervise"). It only decides; teardown kills.
 func (hp *helperProc) supervise(ctx context.Context, timeout time.Duration, q quotaCheck) (stopReason, error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	var deadline <-chan time.Time // a kernel has none: it lives until stopped
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		deadline = timer.C
+	}
 	var tick <-chan time.Time
 	if q.enabled() {
 		t := time.NewTicker(quotaInterval)
@@ -69,7 +73,7 @@ func (hp *helperProc) supervise(ctx context.Context, timeout time.Duration, q qu
 		select {
 		case hp.wait = <-hp.waited:
 			return stopExited, nil
-		case <-timer.C:
+		case <-deadline:
 			return stopTimeout, nil
 		case <-ctx.Done():
 			return stopCancelled, context.Cause(ctx)

@@ -33,6 +33,14 @@ type Request struct {
 	// Probe marks a health probe (Runtime "probe"): every supervisor
 	// record of its trail carries the fact probe: true.
 	Probe bool
+	// Kernel, for a long-lived launch (Start), says what it is: "session"
+	// (a session's kernel) or "once" (a process-mode exec run through the
+	// runner); its prepare record carries it.
+	Kernel string
+	// Output, when set, sees each chunk of the payload's stdout ("stdout")
+	// and stderr ("stderr") as it is read, before the caps (streaming); it
+	// runs on the reading goroutine and must not block for long.
+	Output func(stream string, p []byte)
 }
 
 // The wire types a launch produces; package api owns them.

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
@@ -127,7 +129,9 @@ func ValidateEnv(env map[string]string) error {
 
 // Runtimes returns the languages sandboxd runs, in the order health reports
 // them. Each language's runtime has the same name in the helper's config.
-func Runtimes() []string { return []string{api.LanguagePython, api.LanguageJavaScript} }
+func Runtimes() []string {
+	return []string{api.LanguagePython, api.LanguageJavaScript, api.LanguageShell}
+}
 
 // Runtime maps a request's language to the runtime that runs it.
 func Runtime(language string) (string, error) {
@@ -210,4 +214,65 @@ func ValidateArtifactPattern(pattern string) error {
 		return invalid("artifact pattern %q is not a valid glob: %v", pattern, err)
 	}
 	return nil
+}
+
+// HasRunner reports whether a language runs through a runner (kernel mode,
+// entrypoints, displays, exceptions): python and javascript, not shell.
+func HasRunner(language string) bool {
+	return language == api.LanguagePython || language == api.LanguageJavaScript
+}
+
+// Mode decides an exec's mode: "" is kernel in a session for a language
+// with a runner, process otherwise; kernel is refused one-shot and for
+// shell (a persistent shell is not offered).
+func Mode(mode, runtime string, session bool) (string, error) {
+	switch mode {
+	case "":
+		if session && HasRunner(runtime) {
+			return api.ModeKernel, nil
+		}
+		return api.ModeProcess, nil
+	case api.ModeProcess:
+		return mode, nil
+	case api.ModeKernel:
+		if !session {
+			return "", invalid("mode %q needs a session: a one-shot exec runs in a fresh process (mode %q)", mode, api.ModeProcess)
+		}
+		if !HasRunner(runtime) {
+			return "", invalid("mode %q is not available for language %q: use mode %q", mode, runtime, api.ModeProcess)
+		}
+		return mode, nil
+	}
+	return "", invalid("mode %q is not supported: want %q or %q", mode, api.ModeKernel, api.ModeProcess)
+}
+
+// MaxEntrypointBytes bounds an entrypoint's name.
+const MaxEntrypointBytes = 64
+
+var entrypointRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Entrypoint checks entrypoint and inputs: an ASCII identifier of at most
+// 64 bytes (valid in Python and JavaScript); inputs, when not absent or
+// null, one JSON object and only with an entrypoint; neither for shell.
+func Entrypoint(entrypoint string, inputs []byte, runtime string) (json.RawMessage, error) {
+	in := bytes.TrimSpace(inputs)
+	if len(in) == 0 || string(in) == "null" {
+		in = nil
+	}
+	if (entrypoint != "" || in != nil) && !HasRunner(runtime) {
+		return nil, invalid("entrypoint and inputs are not available for language %q", runtime)
+	}
+	if entrypoint != "" && (len(entrypoint) > MaxEntrypointBytes || !entrypointRe.MatchString(entrypoint)) {
+		return nil, invalid("entrypoint %.80q is not an identifier ([A-Za-z_][A-Za-z0-9_]*, at most %d bytes)", entrypoint, MaxEntrypointBytes)
+	}
+	if in == nil {
+		return nil, nil
+	}
+	if entrypoint == "" {
+		return nil, invalid("inputs need an entrypoint")
+	}
+	if in[0] != '{' {
+		return nil, invalid("inputs must be a JSON object")
+	}
+	return json.RawMessage(in), nil
 }

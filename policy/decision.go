@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -48,6 +49,10 @@ type Decision struct {
 	Limits    Limits
 	Artifacts []string
 	Network   string
+	// Mode is "kernel" or "process" (policy.Mode).
+	Mode       string
+	Entrypoint string
+	Inputs     json.RawMessage // nil, or one JSON object
 	// Facts are the decide record's facts. On a refusal they hold what was
 	// learned before it, so the record says how far the request got.
 	Facts map[string]any
@@ -73,6 +78,19 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 		return refuse(err)
 	}
 	facts["runtime"] = runtime
+	mode, err := Mode(r.Mode, runtime, req.Session)
+	if err != nil {
+		return refuse(err)
+	}
+	facts["mode"] = mode
+	inputs, err := Entrypoint(r.Entrypoint, r.Inputs, runtime)
+	if err != nil {
+		return refuse(err)
+	}
+	if r.Entrypoint != "" {
+		facts["entrypoint"] = r.Entrypoint
+		facts["inputs_bytes"] = len(inputs)
+	}
 
 	if err := decideCode(r.Code, cfg, facts); err != nil {
 		return refuse(err)
@@ -111,6 +129,7 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 	return Decision{
 		Runtime: runtime, Code: r.Code, Stdin: []byte(r.Stdin), Files: files, FileBytes: fileBytes,
 		Env: env, Limits: limits, Artifacts: r.Artifacts, Network: network, Facts: facts,
+		Mode: mode, Entrypoint: r.Entrypoint, Inputs: inputs,
 	}, nil
 }
 

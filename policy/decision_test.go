@@ -212,9 +212,9 @@ func TestDecideAccepts(t *testing.T) {
 	want := Decision{
 		Runtime: "python", Code: "print(1)", Stdin: []byte("in"),
 		Files: []StagedFile{{Path: "data/in.csv", Content: []byte("a,b\n")}}, FileBytes: 4,
-		Env: req.Exec.Env, Limits: cfg.Limits(1500), Artifacts: []string{"outputs/*.png"}, Network: "none",
+		Env: req.Exec.Env, Limits: cfg.Limits(1500), Artifacts: []string{"outputs/*.png"}, Network: "none", Mode: "process",
 		Facts: map[string]any{
-			"session": false, "runtime": "python", "code_bytes": 8,
+			"session": false, "runtime": "python", "mode": "process", "code_bytes": 8,
 			"code_sha256": "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99", // sha256("print(1)")
 			"file_count":  1, "file_bytes": int64(4),
 			"env_names": []string{"API_TOKEN", "MODE"}, "env_values_recorded": false,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
@@ -28,8 +30,11 @@ func newExecID() string {
 // decision is a request that policy accepted, as the launch it becomes,
 // with the facts the decide record carries.
 type decision struct {
-	launch LaunchRequest
-	facts  map[string]any
+	launch     LaunchRequest
+	mode       string // kernel or process
+	entrypoint string
+	inputs     json.RawMessage
+	facts      map[string]any
 }
 
 // decideExec runs the decide step (policy.Decide, pure) and turns its
@@ -38,6 +43,10 @@ func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, s
 	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, caller, s.cfg)
 	if err != nil {
 		return decision{facts: d.Facts}, toAPI(err)
+	}
+	mode := d.Mode
+	if _, ok := s.runners(); !ok && mode == api.ModeKernel && req.Mode == "" {
+		mode = api.ModeProcess // the session default, where kernels cannot run
 	}
 	return decision{
 		launch: LaunchRequest{
@@ -52,6 +61,7 @@ func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, s
 			Artifacts: d.Artifacts,
 			Network:   d.Network,
 		},
+		mode: mode, entrypoint: d.Entrypoint, inputs: d.Inputs,
 		facts: d.Facts,
 	}, nil
 }
@@ -133,9 +143,17 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 
 	s.metrics.addInFlight(1)
 	defer s.metrics.addInFlight(-1)
-	log.Info("launch", "runtime", d.launch.Runtime, "timeout_ms", d.launch.Limits.TimeoutMS)
-	res, err := s.launcher.Launch(launchCtx, d.launch)
+	log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "timeout_ms", d.launch.Limits.TimeoutMS)
+	var st *streamer
+	if wantsStream(r) {
+		st = newStreamer(w)
+	}
+	res, err := s.dispatch(launchCtx, sess, d, st)
 	if err != nil {
+		if st != nil && st.hasStarted() {
+			st.emit(event{Type: "error", Error: toAPI(err)})
+			return
+		}
 		s.launchFailed(launchCtx, w, log, execID, err)
 		return
 	}
@@ -145,7 +163,54 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 		writeError(w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
 		return
 	}
-	s.answerResult(w, log, execID, d.launch.Limits, res)
+	s.answerResult(w, log, execID, d.launch.Limits, res, st)
+}
+
+// dispatch runs a decided exec: in the session's kernel, through the
+// runner's run-once mode (process-mode python and javascript), or as a
+// plain process (shell; javascript with stdin). With a streamer, output
+// and displays are streamed as they happen.
+func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*ExecResult, error) {
+	var emit func(event) bool
+	if st != nil {
+		emit = st.emit
+	}
+	switch {
+	case d.mode == api.ModeKernel && sess != nil:
+		return s.runKernelExec(ctx, sess, d, emit)
+	case s.useRunner(d):
+		return s.runOnce(ctx, d, emit)
+	case d.entrypoint != "":
+		return nil, errdefs.New(errdefs.ErrUnavailable, "this supervisor's launcher cannot run code-node calls (entrypoint)", "", nil)
+	}
+	if emit != nil {
+		var cut streamCut
+		d.launch.Output = func(name string, p []byte) {
+			if data := cut.take(name, p, d.launch.Limits.OutputLimitBytes); data != "" {
+				emit(event{Type: name, Data: data})
+			}
+		}
+	}
+	return s.launcher.Launch(ctx, d.launch)
+}
+
+// streamCut streams a process's output up to the output limit per stream.
+type streamCut struct{ sent [2]int64 }
+
+func (c *streamCut) take(name string, p []byte, limit int64) string {
+	i := 0
+	if name == "stderr" {
+		i = 1
+	}
+	room := limit - c.sent[i]
+	if room <= 0 {
+		return ""
+	}
+	if int64(len(p)) > room {
+		p = p[:room]
+	}
+	c.sent[i] += int64(len(p))
+	return strings.ToValidUTF8(string(p), "\uFFFD")
 }
 
 // beginSessionExec marks the session in use and waits, up to the exec's
@@ -174,7 +239,7 @@ func limitExceeded(msg string) *APIError {
 	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
 }
 
-func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult) {
+func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult, st *streamer) {
 	out := *res
 	if out.ID != execID {
 		if out.ID != "" {
@@ -187,6 +252,9 @@ func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID st
 	if out.Artifacts == nil {
 		out.Artifacts = []Artifact{}
 	}
+	if out.Displays == nil {
+		out.Displays = []api.Display{}
+	}
 	if out.Policy.Limits == (policy.Limits{}) {
 		out.Policy.Limits = limits
 	}
@@ -194,6 +262,10 @@ func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID st
 	s.metrics.exec(outcome)
 	s.metrics.duration(float64(out.DurationMS) / 1000)
 	log.Info("exec done", "outcome", outcome, "duration_ms", out.DurationMS)
+	if st != nil {
+		st.emit(event{Type: "result", Result: &out})
+		return
+	}
 	writeJSON(w, http.StatusOK, &out)
 }
 

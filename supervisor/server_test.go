@@ -56,7 +56,7 @@ func TestHealth(t *testing.T) {
 			if err := json.Unmarshal(r.body, &h); err != nil {
 				t.Fatal(err)
 			}
-			want := api.Health{OK: tc.ok, Version: "1.2.3", Checks: tc.checks, Runtimes: []string{"python", "javascript"}}
+			want := api.Health{OK: tc.ok, Version: "1.2.3", Checks: tc.checks, Runtimes: []string{"python", "javascript", "shell"}}
 			if !reflect.DeepEqual(h, want) {
 				t.Fatalf("health %+v, want %+v", h, want)
 			}

@@ -31,6 +31,8 @@ func (s *Server) sessionRoutes(mux *http.ServeMux) {
 		s.serveExec(w, r, sess)
 	}))
 	mux.Handle("/v1/sessions/{id}/exec", methodNotAllowedHandler("POST"))
+	mux.HandleFunc("POST /v1/sessions/{id}/kernels/{language}/restart", s.withSession(s.handleKernelRestart))
+	mux.Handle("/v1/sessions/{id}/kernels/{language}/restart", methodNotAllowedHandler("POST"))
 	mux.HandleFunc("GET /v1/sessions/{id}/files", s.withSession(s.handleFileList))
 	mux.Handle("/v1/sessions/{id}/files", methodNotAllowedHandler("GET"))
 	mux.HandleFunc("PUT /v1/sessions/{id}/files/{path...}", s.withSession(s.handleFilePut))

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,8 +38,13 @@ type Session struct {
 	LastUsedAt time.Time `json:"last_used_at"`
 	TTLSeconds int64     `json:"ttl_seconds"`
 	Restored   bool      `json:"restored"`
+	// KernelsRun lists the languages whose kernel has run in this session,
+	// persisted so that a restarted supervisor's first exec of one says
+	// restarted: true (its kernel died with the old supervisor).
+	KernelsRun []string `json:"kernels_run,omitempty"`
 
 	// Guarded by SessionStore.mu.
+	kernels  map[string]*kernel // running kernels by language
 	deleting bool
 	busy     int // execs and file operations in progress
 	// execSlot serialises execs: one token, taken for the whole exec.
@@ -403,8 +409,21 @@ func (st *SessionStore) View(s *Session) SessionView {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
-		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0}
+	ks := make([]*kernel, 0, len(s.kernels))
+	for _, k := range s.kernels {
+		ks = append(ks, k)
+	}
+	v := SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
+		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}}
+	st.mu.Unlock()
+	for _, k := range ks {
+		if k.alive() {
+			v.Kernels = append(v.Kernels, k.info())
+		}
+	}
+	sort.Slice(v.Kernels, func(i, j int) bool { return v.Kernels[i].Language < v.Kernels[j].Language })
+	st.mu.Lock()
+	return v
 }
 
 // List returns the sessions the caller may see, oldest first.
@@ -512,6 +531,8 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	}
 	st.mu.Unlock()
 	<-s.drained
+	// The kernels write into the workspace: they go before it does.
+	st.stopKernels(s)
 
 	facts := map[string]any{"why": why}
 	if s.Key != "" && st.archives != nil {
@@ -625,5 +646,52 @@ func (st *SessionStore) CancelAll() {
 		if s.cancelExec != nil {
 			s.cancelExec()
 		}
+		for _, k := range s.kernels {
+			go k.sb.Stop()
+		}
+	}
+}
+
+// kernel returns the session's kernel of language and whether one of that
+// language ever ran in the session.
+func (st *SessionStore) kernel(s *Session, language string) (*kernel, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return s.kernels[language], slices.Contains(s.KernelsRun, language)
+}
+
+// setKernel records k as the session's kernel of its language (nil: none)
+// and persists that one has run.
+func (st *SessionStore) setKernel(s *Session, language string, k *kernel) {
+	st.mu.Lock()
+	if s.kernels == nil {
+		s.kernels = map[string]*kernel{}
+	}
+	if k == nil {
+		delete(s.kernels, language)
+		st.mu.Unlock()
+		return
+	}
+	s.kernels[language] = k
+	changed := !slices.Contains(s.KernelsRun, language)
+	if changed {
+		s.KernelsRun = append(s.KernelsRun, language)
+	}
+	st.mu.Unlock()
+	if changed {
+		if err := st.persist(s); err != nil {
+			st.cfg.Log.Error("persist session", "session", s.ID, "err", err)
+		}
+	}
+}
+
+// stopKernels kills every kernel of s and waits until each is reaped.
+func (st *SessionStore) stopKernels(s *Session) {
+	st.mu.Lock()
+	ks := s.kernels
+	s.kernels = nil
+	st.mu.Unlock()
+	for _, k := range ks {
+		k.sb.Stop()
 	}
 }

@@ -38,6 +38,9 @@ const (
 	// StepInterrupted closes an exec whose supervisor stopped before the
 	// exec was reaped (written by the next supervisor at start-up).
 	StepInterrupted = "interrupted"
+	// StepKernelExec links an exec that runs in a session's kernel to the
+	// kernel's launch id (between its decide and its reap).
+	StepKernelExec = "kernel_exec"
 )
 
 // HelperSteps are the steps sandboxd-nsinit reports, in the order it must
@@ -96,6 +99,8 @@ func New(step string) Facts {
 		return &Artifacts{}
 	case StepInterrupted:
 		return &Interrupted{}
+	case StepKernelExec:
+		return &KernelExec{}
 	}
 	return nil
 }
@@ -103,7 +108,7 @@ func New(step string) Facts {
 // All returns one zero value of every typed step, in launch order (for the
 // schema generator and tests).
 func All() []Facts {
-	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepReap, StepArtifacts, StepInterrupted}
+	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepReap, StepArtifacts, StepInterrupted, StepKernelExec}
 	out := make([]Facts, len(steps))
 	for i, s := range steps {
 		out[i] = New(s)

@@ -73,6 +73,9 @@ type Decide struct {
 	Limits            *Limits           `json:"limits,omitempty" audit:"required" doc:"the limits decided"`
 	StdinBytes        *int              `json:"stdin_bytes,omitempty" doc:"size of stdin"`
 	Admission         string            `json:"admission,omitzero" doc:"admitted once an exec slot was granted"`
+	Mode              string            `json:"mode,omitzero" doc:"kernel (the session's kernel of the language) or process (a fresh interpreter)"`
+	Entrypoint        string            `json:"entrypoint,omitzero" doc:"the function called after the code with the inputs (a code-node call)"`
+	InputsBytes       *int              `json:"inputs_bytes,omitempty" doc:"size of the inputs object, with an entrypoint"`
 	Code              string            `json:"code,omitzero" doc:"on refusal: the API error code"`
 	Probe             bool              `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 }
@@ -90,6 +93,7 @@ func (*Decide) Sentences() []Sentence {
 		{Text: "Env names: {env_names}; values {env|or:not recorded (--audit-env-values records them)}{env_values_recorded|hide}."},
 		{Text: "Limits decided: {limits}."},
 		{Text: "Exec slot: {admission}; session: {session_id}."},
+		{Text: "Mode {mode}; entrypoint {entrypoint} with {inputs_bytes} bytes of inputs."},
 		{Text: "A health probe's exec: {probe}."},
 	}
 }
@@ -108,6 +112,7 @@ type Prepare struct {
 	Limits        *Limits `json:"limits,omitempty" audit:"required" doc:"the limits as applied: without a cgroup memory_bytes, pids, cpus are 0 (not enforced, not claimed); the exec result's policy.limits"`
 	QuotaBytes    int64   `json:"quota_bytes" doc:"the workspace disk quota"`
 	Probe         bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+	Kernel        string  `json:"kernel,omitzero" doc:"a long-lived launch of a runner: session (a session's kernel; its launch id is the kernel id) or once (a process-mode exec run through its runner)"`
 }
 
 // Step implements Facts.
@@ -120,6 +125,7 @@ func (*Prepare) Sentences() []Sentence {
 		{Text: "Workspace disk quota {quota_bytes} bytes."},
 		{Text: "Limits as applied: {limits}."},
 		{Text: "A health probe's exec: {probe}."},
+		{Text: "A runner's launch: {kernel}."},
 	}
 }
 
@@ -153,6 +159,10 @@ type Reap struct {
 	HelperExit          *int    `json:"helper_exit,omitempty" doc:"on failure: the helper's (or bwrap's) exit status"`
 	StderrHead          *string `json:"stderr_head,omitempty" doc:"on failure: the first 512 bytes of the helper's/bwrap's stderr"`
 	Probe               bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+	KernelID            string  `json:"kernel_id,omitzero" doc:"an exec in a session's kernel: the kernel's launch id"`
+	ExecutionCount      int64   `json:"execution_count,omitzero" doc:"the kernel's execution count after this exec"`
+	Displays            int     `json:"displays,omitzero" doc:"rich outputs returned"`
+	ProtocolError       string  `json:"protocol_error,omitzero" doc:"the kernel broke the channel protocol (I12) and was killed"`
 }
 
 // Step implements Facts.
@@ -168,7 +178,28 @@ func (*Reap) Sentences() []Sentence {
 		{Text: "The workspace's size could not be measured (counted as over the quota): {quota_error}."},
 		{Text: "A health probe's exec: {probe}."},
 		{When: OnlyFailed, Text: "The helper exited {helper_exit}; its stderr began: {stderr_head|q}."},
+		{Text: "In kernel {kernel_id} (execution count {execution_count}); displays {displays}."},
+		{Text: "The kernel broke the channel protocol and was killed: {protocol_error}."},
 	}
+}
+
+// KernelExec is the facts of the kernel_exec step: the exec runs in a
+// session's kernel, whose own launch records (prepare, the helper's steps,
+// reap) are under kernel_id.
+type KernelExec struct {
+	KernelID  string `json:"kernel_id" audit:"always" doc:"the kernel's launch id"`
+	Language  string `json:"language" audit:"always" doc:"python or javascript"`
+	Mode      string `json:"mode" doc:"kernel"`
+	Restarted bool   `json:"restarted" doc:"the kernel was started for this exec because an earlier one of the session ended"`
+	SessionID string `json:"session_id,omitzero" doc:"which session"`
+}
+
+// Step implements Facts.
+func (*KernelExec) Step() string { return StepKernelExec }
+
+// Sentences implements Facts.
+func (*KernelExec) Sentences() []Sentence {
+	return []Sentence{{Text: "Sent to the {language} kernel {kernel_id} of session {session_id} (mode {mode}; restarted: {restarted})."}}
 }
 
 // Outcome says how the payload ended, in one phrase.

@@ -40,7 +40,7 @@ const (
 const helpText = `sandboxctl — client of sandboxd, the privilege-separated code sandbox.
 
 Usage:
-  sandboxctl run [--lang python|javascript] (-c CODE | FILE | -) [options]
+  sandboxctl run [--lang python|javascript|shell] (-c CODE | FILE | -) [options]
   sandboxctl health [--json] [--socket PATH]
   sandboxctl doctor [--json] [--helper PATH] [--helper-config PATH] [--socket PATH]
   sandboxctl session create [--ttl SECONDS] [--key KEY] [--json]
@@ -55,8 +55,8 @@ Usage:
   sandboxctl help
 
 run options:
-  --lang L            python or javascript; inferred from FILE's extension
-                      (.py, .js, .mjs, .cjs) when not given
+  --lang L            python, javascript or shell; inferred from FILE's
+                      extension (.py, .js, .mjs, .cjs, .sh) when not given
   -c CODE             the program text
   FILE | -            read the program from FILE, or from standard input
   --json              print the result object instead of the payload's output
@@ -69,7 +69,16 @@ run options:
   --file WS=LOCAL     stage the local file LOCAL at WS in /workspace (repeatable)
   --artifact GLOB     collect files matching GLOB in /workspace after the run
                       (repeatable)
-  --artifacts-dir D   write collected artifacts below directory D
+  --artifacts-dir D   write collected artifacts, and displays (figures,
+                      HTML tables...) as display-ID-N.EXT, below directory D
+  --mode M            kernel (a session's default for python and javascript:
+                      the session's long-lived interpreter) or process
+  --entrypoint F      call function F after the code (a code node); its
+                      JSON return value is printed
+  --inputs JSON       the entrypoint's inputs, one JSON object
+  --no-stream         wait for the whole result; by default output is
+                      streamed as it happens when stdout is a terminal
+  --stream            stream even when stdout is not a terminal
   --socket PATH       supervisor socket (default $SANDBOXD_SOCKET, else
                       /run/sandboxd/sandboxd.sock)
 

@@ -263,7 +263,8 @@ func TestUsageErrors(t *testing.T) {
 		{"stdin twice", []string{"run", "--lang", "python", "-", "--stdin-file", "-"}, "already carries the code"},
 		{"bad --file", []string{"run", "--lang", "python", "-c", "1", "--file", "nolocal"}, "WORKSPACE_PATH=LOCAL_FILE"},
 		{"missing file", []string{"run", "/nonexistent/x.py"}, "read code"},
-		{"artifacts dir alone", []string{"run", "--lang", "python", "-c", "1", "--artifacts-dir", "/tmp/x"}, "needs at least one --artifact"},
+		{"inputs not an object", []string{"run", "--lang", "python", "-c", "1", "--entrypoint", "main", "--inputs", "[1]"}, "--inputs must be one JSON object"},
+		{"inputs not JSON", []string{"run", "--lang", "python", "-c", "1", "--entrypoint", "main", "--inputs", "{"}, "--inputs must be one JSON object"},
 		{"health arg", []string{"health", "extra"}, "unexpected argument"},
 	}
 	for _, tc := range tests {
@@ -318,7 +319,7 @@ func TestHealthCommand(t *testing.T) {
 		code   int
 		want   []string
 	}{
-		{"ready", ready(), nil, 0, []string{"sandboxd 9.8.7: ready\n", "  bwrap     ok\n", "  cgroups   v2\n", "  runtimes  python, javascript\n"}},
+		{"ready", ready(), nil, 0, []string{"sandboxd 9.8.7: ready\n", "  bwrap     ok\n", "  cgroups   v2\n", "  runtimes  python, javascript, shell\n"}},
 		{"not ready", bad, nil, 1, []string{"NOT READY", "bwrap not found; fix: apt-get install bubblewrap"}},
 		{"json", bad, []string{"--json"}, 1, []string{`"ok": false`, `"version": "9.8.7"`, `"runtimes": [`}},
 	}

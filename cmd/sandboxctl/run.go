@@ -28,7 +28,8 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	fs.SetOutput(io.Discard)
 	var (
 		lang, code, stdinFile, socket, artifactsDir string
-		asJSON                                      bool
+		asJSON, noStream, forceStream               bool
+		mode, entrypoint, inputs                    string
 		timeout                                     int64 = -1
 		envs, files, artifacts                      multiFlag
 	)
@@ -42,6 +43,11 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	fs.Var(&files, "file", "")
 	fs.Var(&artifacts, "artifact", "")
 	fs.StringVar(&artifactsDir, "artifacts-dir", "", "")
+	fs.StringVar(&mode, "mode", "", "")
+	fs.StringVar(&entrypoint, "entrypoint", "", "")
+	fs.StringVar(&inputs, "inputs", "", "")
+	fs.BoolVar(&noStream, "no-stream", false, "")
+	fs.BoolVar(&forceStream, "stream", false, "")
 	var session string
 	fs.StringVar(&session, "session", "", "") // set by `sandboxctl session exec ID`
 	pos, err := parseInterspersed(fs, args)
@@ -79,10 +85,16 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		}
 	}
 	if lang == "" {
-		return usage(sio.err, "run: --lang is required (python or javascript)")
+		return usage(sio.err, "run: --lang is required (python, javascript or shell)")
 	}
 
-	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts}
+	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts, Mode: mode, Entrypoint: entrypoint}
+	if inputs != "" {
+		if !json.Valid([]byte(inputs)) || !strings.HasPrefix(strings.TrimSpace(inputs), "{") {
+			return usage(sio.err, "run: --inputs must be one JSON object")
+		}
+		req.Inputs = json.RawMessage(inputs)
+	}
 	if timeout != -1 {
 		req.TimeoutMS = &timeout
 	}
@@ -129,23 +141,45 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		}
 		req.Files = append(req.Files, api.ExecFile{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
 	}
-	if artifactsDir != "" && len(artifacts) == 0 {
-		return usage(sio.err, "run: --artifacts-dir needs at least one --artifact")
-	}
-
-	cl := client.New(socket)
-	var (
-		res *api.ExecResult
-		raw []byte
-	)
-	if session != "" {
-		res, raw, err = cl.SessionExec(ctx, session, req)
-	} else {
-		res, raw, err = cl.Exec(ctx, req)
-	}
+	stream := !noStream && !asJSON && (forceStream || isTerminal(sio.out))
+	res, raw, streamed, err := execute(ctx, client.New(socket), session, req, stream, sio)
 	if err != nil {
 		return fail(sio.err, err)
 	}
+	return report(res, raw, streamed, asJSON, artifactsDir, sio)
+}
+
+// streamedOutput says which of the payload's streams were already written
+// as they arrived (a server that does not stream sends none).
+type streamedOutput struct{ stdout, stderr bool }
+
+// execute runs the exec, streamed (output written as it arrives) or not.
+func execute(ctx context.Context, cl *client.Client, session string, req api.ExecRequest, stream bool, sio stdio) (*api.ExecResult, []byte, streamedOutput, error) {
+	var st streamedOutput
+	if stream {
+		res, raw, err := cl.ExecStream(ctx, session, req, func(ev client.Event) {
+			switch ev.Type {
+			case "stdout": // untrusted, as below
+				st.stdout = true
+				writePayload(sio.out, ev.Text())
+			case "stderr":
+				st.stderr = true
+				writePayload(sio.err, ev.Text())
+			}
+		})
+		return res, raw, st, err
+	}
+	if session != "" {
+		res, raw, err := cl.SessionExec(ctx, session, req)
+		return res, raw, st, err
+	}
+	res, raw, err := cl.Exec(ctx, req)
+	return res, raw, st, err
+}
+
+// report prints a result (its output unless streamed, or the raw JSON),
+// saves artifacts and displays, and returns the exit status.
+func report(res *api.ExecResult, raw []byte, streamed streamedOutput, asJSON bool, artifactsDir string, sio stdio) int {
 	if asJSON {
 		var buf bytes.Buffer
 		if json.Indent(&buf, raw, "", "  ") != nil {
@@ -156,19 +190,33 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		_, _ = sio.out.Write(buf.Bytes())
 	} else {
 		// Untrusted: escaped when it goes to a terminal (termsafe.go).
-		writePayload(sio.out, res.Stdout)
-		writePayload(sio.err, res.Stderr)
+		if !streamed.stdout {
+			writePayload(sio.out, res.Stdout)
+		}
+		if !streamed.stderr {
+			writePayload(sio.err, res.Stderr)
+		}
+		if len(res.ReturnValue) > 0 {
+			writePayload(sio.out, string(res.ReturnValue)+"\n")
+		}
+		if e := res.Exception; e != nil && res.Stderr == "" {
+			writePayload(sio.err, fmt.Sprintf("sandboxctl: uncaught %s: %s\n", e.Type, e.Message))
+		}
 	}
 	code2 := exitCodeOf(res, sio.err, !asJSON)
 	if artifactsDir != "" {
-		if err := saveArtifacts(artifactsDir, res.Artifacts); err != nil {
+		err := saveArtifacts(artifactsDir, res.Artifacts)
+		if derr := saveDisplays(artifactsDir, res.ID, res.Displays); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		if err != nil {
 			fmt.Fprintf(sio.err, "sandboxctl: artifacts: %v\n", err)
 			if code2 == exitOK {
 				code2 = exitUnreachable
 			}
 		}
-	} else if len(res.Artifacts) > 0 && !asJSON {
-		fmt.Fprintf(sio.err, "sandboxctl: %d artifact(s) returned; use --artifacts-dir DIR or --json to keep them\n", len(res.Artifacts))
+	} else if n := len(res.Artifacts) + len(res.Displays); n > 0 && !asJSON {
+		fmt.Fprintf(sio.err, "sandboxctl: %d artifact(s) and display(s) returned; use --artifacts-dir DIR or --json to keep them\n", n)
 	}
 	return code2
 }
@@ -227,6 +275,8 @@ func langFromExt(file string) string {
 		return "python"
 	case ".js", ".mjs", ".cjs":
 		return "javascript"
+	case ".sh":
+		return "shell"
 	}
 	return ""
 }
@@ -271,6 +321,74 @@ func saveArtifact(root *os.Root, a api.Artifact) error {
 		}
 	}
 	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// displayExt is the file extension a display is saved with.
+var displayExt = map[string]string{
+	"image/png": ".png", "image/svg+xml": ".svg", "text/html": ".html",
+	"text/plain": ".txt", "application/json": ".json",
+}
+
+// saveDisplays writes each display below dir as display-<exec id
+// prefix>-N.<ext>, through os.Root and never over an existing file.
+func saveDisplays(dir, execID string, ds []api.Display) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer root.Close()
+	prefix := execID
+	if len(prefix) > 8 {
+		prefix = prefix[:8]
+	}
+	var errs []error
+	for i, d := range ds {
+		ext, ok := displayExt[d.MIME]
+		if !ok {
+			errs = append(errs, fmt.Errorf("display %d: unknown type %q; not written", i+1, d.MIME))
+			continue
+		}
+		data, err := displayBytes(d)
+		if err == nil {
+			err = writeNew(root, fmt.Sprintf("display-%s-%d%s", prefix, i+1, ext), data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("display %d: %w", i+1, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func displayBytes(d api.Display) ([]byte, error) {
+	switch {
+	case d.DataBase64 != "":
+		return base64.StdEncoding.DecodeString(d.DataBase64)
+	case d.MIME == "application/json":
+		return append(append([]byte{}, d.Data...), '\n'), nil
+	}
+	var s string
+	if err := json.Unmarshal(d.Data, &s); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+func writeNew(root *os.Root, name string, data []byte) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@
 # here (invariant I12); this program only keeps honest code from
 # corrupting the channel by accident.
 import ast
-import asyncio
 import base64
 import builtins
 import codecs
@@ -354,6 +353,10 @@ class Kernel:
 
     def _await(self, awaitable):
         if self.loop is None:
+            # Imported on first use: asyncio costs more to import than the
+            # interpreter takes to start, and most execs never await.
+            import asyncio
+
             self.loop = asyncio.new_event_loop()
         return self.loop.run_until_complete(awaitable)
 

@@ -77,6 +77,14 @@ const SandboxDir = "/run/sandboxd"
 const pythonBootstrap = "import sys;sys.path[0]='';__file__=sys.argv[0]='" + SandboxDir + "/main.py';" +
 	"exec(compile(open(__file__,'rb').read(),__file__,'exec'))"
 
+// shellPath is bash where it is installed (at install time), else sh.
+func shellPath() string {
+	if fi, err := os.Stat("/usr/bin/bash"); err == nil && fi.Mode().IsRegular() {
+		return "/usr/bin/bash"
+	}
+	return "/usr/bin/sh"
+}
+
 // Default is the config `make install` writes, with the workspace root
 // the supervisor's state directory decides.
 func Default(workspaceRoot, shim, profile string) Config {
@@ -87,7 +95,11 @@ func Default(workspaceRoot, shim, profile string) Config {
 		PayloadProfile:  profile,
 		TmpSizeMaxBytes: 1 << 30,
 		BaseEnv:         []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8", "TMPDIR=/tmp"},
-		ROBinds:         []string{"/usr", "/etc/alternatives", "/etc/ssl", "/etc/localtime"},
+		// /etc/matplotlibrc: Debian's matplotlib reads its rc file there;
+		// /etc/fonts: fontconfig's configuration, for figures' text
+		// (the kernels' figures); binds are --ro-bind-try, so a host
+		// without it loses nothing.
+		ROBinds: []string{"/usr", "/etc/alternatives", "/etc/ssl", "/etc/localtime", "/etc/matplotlibrc", "/etc/fonts"},
 		Symlinks: []Symlink{
 			{Target: "usr/bin", Path: "/bin"}, {Target: "usr/sbin", Path: "/sbin"},
 			{Target: "usr/lib", Path: "/lib"}, {Target: "usr/lib64", Path: "/lib64"},
@@ -96,6 +108,9 @@ func Default(workspaceRoot, shim, profile string) Config {
 		Runtimes: map[string]Runtime{
 			"python":     {Argv: []string{"/usr/bin/python3", "-c", pythonBootstrap}, CodeFile: "main.py"},
 			"javascript": {Argv: []string{"/usr/bin/node", SandboxDir + "/main.js"}, CodeFile: "main.js"},
+			// The code file is the script, as `sh -c` would run the
+			// string, without putting the code on argv (see above).
+			"shell": {Argv: []string{shellPath(), SandboxDir + "/main.sh"}, CodeFile: "main.sh"},
 		},
 		RlimitMax: map[string]uint64{
 			"RLIMIT_NOFILE": 4096, "RLIMIT_FSIZE": 4 << 30, "RLIMIT_STACK": 64 << 20,
