@@ -142,7 +142,7 @@ func install(repo string) (*installation, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "state/archives", "run"} {
+	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "state/archives", "state/egress", "run"} {
 		if err := os.MkdirAll(in.path(d), 0o700); err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func install(repo string) (*installation, error) {
 			return nil, err
 		}
 	}
-	for _, b := range []string{"sandboxd", "sandboxctl", "sandboxd-exec"} {
+	for _, b := range []string{"sandboxd", "sandboxctl", "sandboxd-exec", "sandboxd-relay"} {
 		if err := copyFile(filepath.Join(repo, "bin", b), in.path("bin", b), 0o755); err != nil {
 			return nil, fmt.Errorf("%w (run `make build` first)", err)
 		}
