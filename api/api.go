@@ -19,9 +19,13 @@ const (
 	LanguageJavaScript = "javascript"
 )
 
-// NetworkNone is the only network mode: an own network namespace with only
-// loopback. "" means the same.
-const NetworkNone = "none"
+// Network modes. NetworkNone: an own network namespace with only loopback
+// ("" means the same). NetworkEgress: the same, plus a relay on loopback
+// to the operator's allowlist proxy (HTTP_PROXY and friends are set).
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
 
 // ExecRequest is the body of POST /v1/exec and POST /v1/sessions/{id}/exec.
 // JSON null for a field equals its absence.
@@ -60,6 +64,28 @@ type ExecResult struct {
 	Artifacts          []Artifact        `json:"artifacts"`
 	ArtifactsTruncated bool              `json:"artifacts_truncated"`
 	Policy             PolicyAttestation `json:"policy"`
+	// Network is present for network "egress" only.
+	Network *NetworkResult `json:"network,omitempty"`
+}
+
+// NetworkResult is the egress an exec used: every connection attempt
+// through the proxy, allowed or refused.
+type NetworkResult struct {
+	Mode        string       `json:"mode"`
+	Connections []Connection `json:"connections"`
+	// Dropped counts attempts over the per-exec connection limit, closed
+	// unread and not listed.
+	Dropped int `json:"dropped"`
+}
+
+// Connection is one attempt through the egress proxy.
+type Connection struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Allowed  bool   `json:"allowed"`
+	Reason   string `json:"reason"`
+	BytesOut int64  `json:"bytes_out"`
+	BytesIn  int64  `json:"bytes_in"`
 }
 
 // Usage is the payload's resource usage.

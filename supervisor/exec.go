@@ -134,7 +134,22 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	s.metrics.addInFlight(1)
 	defer s.metrics.addInFlight(-1)
 	log.Info("launch", "runtime", d.launch.Runtime, "timeout_ms", d.launch.Limits.TimeoutMS)
+	var eg *egressRun
+	if d.launch.Network == api.NetworkEgress {
+		var err error
+		if eg, err = s.startEgress(launchCtx, execID, caller, log); err != nil {
+			s.launchFailed(launchCtx, w, log, execID, err)
+			return
+		}
+		d.launch.Egress = execID
+	}
 	res, err := s.launcher.Launch(launchCtx, d.launch)
+	if eg != nil {
+		network := eg.finish()
+		if res != nil {
+			res.Network = network
+		}
+	}
 	if err != nil {
 		s.launchFailed(launchCtx, w, log, execID, err)
 		return
