@@ -179,6 +179,8 @@ func (h HealthChecks) List() []Check {
 type SessionCreateRequest struct {
 	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
 	Key        string `json:"key,omitempty"`
+	// Network is the session's network mode; it holds for every exec in it.
+	Network string `json:"network,omitempty"`
 }
 
 // MaxSessionKeyBytes bounds SessionCreateRequest.Key.
@@ -195,6 +197,7 @@ type Session struct {
 	Restored   bool      `json:"restored"`
 	DiskBytes  int64     `json:"disk_bytes"`
 	Busy       bool      `json:"busy"`
+	Network    string    `json:"network,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions, oldest first.

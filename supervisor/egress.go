@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -105,4 +106,21 @@ func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
 		rec.Error = r.Reason
 	}
 	return rec
+}
+
+// sessionNetwork applies a session's network mode to one of its execs: an
+// exec that names none gets the session's; one that names another is 400
+// (the session's setting holds for its execs).
+func sessionNetwork(sess *Session, asked string) (string, *APIError) {
+	if sess == nil {
+		return asked, nil
+	}
+	mode := sess.Network
+	if mode == "" {
+		mode = api.NetworkNone
+	}
+	if asked == "" || asked == mode {
+		return mode, nil
+	}
+	return "", apiErr(api.CodeInvalidArgument, fmt.Sprintf("the session's network is %q; an exec in it cannot ask for %q", mode, asked))
 }

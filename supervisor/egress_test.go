@@ -129,3 +129,55 @@ func TestNetworkNoneResultUnchanged(t *testing.T) {
 		t.Errorf("launch request network %q egress %q", req.Network, req.Egress)
 	}
 }
+
+func TestEgressSession(t *testing.T) {
+	cfg := testConfig()
+	cfg.EgressAllow, cfg.EgressAllowUIDs = "pypi.test", []int{os.Getuid()}
+	allow, _ := egress.ParseAllowlist(cfg.EgressAllow)
+	p, err := egress.New(egress.Config{Allow: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, cfg, nil, readyChecks(), func(s *Server) { s.SetSessions(st); s.SetEgress(p, t.TempDir()) })
+	r := ts.do("POST", "/v1/sessions", `{"network":"egress"}`)
+	var sess api.Session
+	if err := json.Unmarshal(r.body, &sess); r.status != 201 || err != nil || sess.Network != "egress" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := ts.do("POST", "/v1/sessions/"+sess.ID+"/exec", `{"language":"python","code":"1"}`); r.status != 200 || !strings.Contains(string(r.body), `"mode":"egress"`) {
+		t.Fatalf("session exec: %d %s", r.status, r.body)
+	}
+	if req := ts.launcher.calls()[0]; req.Network != "egress" {
+		t.Errorf("a session exec ran with network %q", req.Network)
+	}
+	r = ts.do("POST", "/v1/sessions/"+sess.ID+"/exec", `{"language":"python","code":"1","network":"none"}`)
+	if code, msg := apiError(t, r); r.status != 400 || !strings.Contains(msg, `the session's network is "egress"`) {
+		t.Errorf("conflicting exec network: %d %s %s", r.status, code, msg)
+	}
+	// A plain session is unchanged: no network field.
+	r = ts.do("POST", "/v1/sessions", `{}`)
+	if r.status != 201 || strings.Contains(string(r.body), "network") {
+		t.Errorf("plain session: %d %s", r.status, r.body)
+	}
+}
+
+func TestEgressSessionForbidden(t *testing.T) {
+	cfg := testConfig()
+	cfg.EgressAllow, cfg.EgressAllowUIDs = "pypi.test", []int{os.Getuid() + 1}
+	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, cfg, nil, readyChecks(), func(s *Server) { s.SetSessions(st) })
+	r := ts.do("POST", "/v1/sessions", `{"network":"egress"}`)
+	if code, _ := apiError(t, r); r.status != 403 || code != api.CodeForbidden {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if n := len(st.List(Caller{UID: os.Getuid()})); n != 0 {
+		t.Errorf("%d sessions after a refused create", n)
+	}
+}

@@ -95,7 +95,11 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 
 	// Decide: policy, then a slot. An exec waits for a slot (fairly, see
 	// package admission) up to its own timeout; a full queue answers at once.
-	d, apiE := s.decideExec(req, caller, execID, sess != nil)
+	req.Network, apiE = sessionNetwork(sess, req.Network)
+	var d decision
+	if apiE == nil {
+		d, apiE = s.decideExec(req, caller, execID, sess != nil)
+	}
 	release := func() {}
 	launchCtx := ctx
 	if apiE == nil && sess != nil {

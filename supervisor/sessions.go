@@ -37,6 +37,9 @@ type Session struct {
 	LastUsedAt time.Time `json:"last_used_at"`
 	TTLSeconds int64     `json:"ttl_seconds"`
 	Restored   bool      `json:"restored"`
+	// Network is the session's network mode ("egress"; empty: none); it
+	// holds for every exec in the session.
+	Network string `json:"network,omitempty"`
 
 	// Guarded by SessionStore.mu.
 	deleting bool
@@ -253,13 +256,22 @@ func (st *SessionStore) Archives() *archive.Observed { return st.archives }
 // Create makes a session (and its workspace), restoring the key's archive
 // when there is one. A restore failure never fails the request.
 func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Session, error) {
+	return st.CreateNetwork(caller, ttlReq, key, "")
+}
+
+// CreateNetwork is Create with the session's network mode, already decided
+// by policy ("" or "none": none).
+func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network string) (*Session, error) {
 	ttl, err := st.ClampTTL(ttlReq)
 	if err != nil {
 		return nil, err
 	}
+	if network == api.NetworkNone {
+		network = ""
+	}
 	now := st.cfg.Now().UTC()
 	s := &Session{ID: newExecID(), Key: key, OwnerUID: caller.UID, CreatedAt: now, LastUsedAt: now,
-		TTLSeconds: ttl, execSlot: make(chan struct{}, 1)}
+		TTLSeconds: ttl, Network: network, execSlot: make(chan struct{}, 1)}
 	st.mu.Lock()
 	if len(st.sessions) >= st.cfg.MaxSessions {
 		st.mu.Unlock()
@@ -404,7 +416,7 @@ func (st *SessionStore) View(s *Session) SessionView {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
-		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0}
+		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Network: s.Network}
 }
 
 // List returns the sessions the caller may see, oldest first.
