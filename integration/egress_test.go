@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,6 +311,32 @@ for u in %s:
 		}
 	})
 
+	t.Run("SNI must be the CONNECT host", func(t *testing.T) {
+		before := n.hits.Load()
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import socket, ssl
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT pypi.test:%d HTTP/1.1\r\nHost: pypi.test:%d\r\n\r\n")
+print(s.recv(100).split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context(cafile="/workspace/ca.pem")
+ctx.check_hostname = False
+try:
+    ctx.wrap_socket(s, server_hostname="evil.example").do_handshake()
+    print("HANDSHAKE")
+except (OSError, ssl.SSLError) as e:
+    print("closed")
+`, sp, sp), n)
+		if r.Stdout != "HTTP/1.1 200 Connection established\nclosed\n" {
+			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+		if c := r.Network.Connections; len(c) != 1 || c[0].Allowed || !strings.Contains(c[0].Reason, `"evil.example" does not match the CONNECT host pypi.test`) {
+			t.Errorf("connections: %+v", c)
+		}
+		if got := n.hits.Load() - before; got != 0 {
+			t.Errorf("the stand-in internet saw %d requests", got)
+		}
+	})
+
 	t.Run("no other way out", func(t *testing.T) {
 		// Only after checking that lo is the sandbox's only interface does
 		// the payload try anything: a packet can then not leave the host.
@@ -360,6 +387,29 @@ print(s.connect_ex(("127.0.0.1", 3128)))
 		json.Unmarshal(body, &r)
 		if r.Stdout != "[] False False\n111\n" {
 			t.Fatalf("network none sandbox: %q %q", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("production binary refuses TESTONLY", func(t *testing.T) {
+		cmd := exec.Command(in.path("bin/sandboxd"), "--socket", in.path("run", "testonly-"+randID()+".sock"),
+			"--state-dir", in.path("state"), "--audit-log", in.path("state/logs", "audit-testonly-"+randID()+".log"),
+			"--helper", in.path("libexec", "nsinit"), "--helper-config", in.path("etc/nsinit.json"),
+			"--cgroup-parent", in.cgroupParent, "--egress-allow", "pypi.test")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+		done := make(chan struct{})
+		var out []byte
+		var err error
+		go func() { out, err = cmd.CombinedOutput(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("the production supervisor started with a TESTONLY switch set:\n%s", out)
+		}
+		if err == nil || !strings.Contains(string(out), "not built for tests") {
+			t.Fatalf("err %v, output:\n%s", err, out)
 		}
 	})
 
