@@ -309,6 +309,10 @@ for u in %s:
 		if recs != len(targets) {
 			t.Errorf("%d egress audit records, want %d", recs, len(targets))
 		}
+		// The chain, egress records included, verifies (facts decoded strictly).
+		if out, code := sandboxctlAudit(t, in, "verify", s.audit); code != 0 {
+			t.Errorf("audit verify: exit %d\n%s", code, out)
+		}
 	})
 
 	t.Run("SNI must be the CONNECT host", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -86,4 +87,21 @@ func shimArgs(fds BwrapFDs) []string {
 		a = append(a, "--egress")
 	}
 	return append(a, config.SandboxDir+"/env")
+}
+
+// mountsDigest is MountsDigest for network "none" (unchanged), and for
+// "egress" the digest over it and the egress mounts (the relay binary's
+// path and digest, the socket directory's fixed place), so the result's
+// policy.mounts_sha256 says the sandbox had a way out.
+func (l *launch) mountsDigest() string {
+	d := MountsDigest(l.cfg, l.spec.TmpSizeBytes)
+	if l.spec.Network != spec.NetworkEgress {
+		return d
+	}
+	return EgressMountsDigest(d, l.cfg.Relay, fileSHA256(l.cfg.Relay))
+}
+
+// EgressMountsDigest combines the base mounts digest with the egress mounts.
+func EgressMountsDigest(base, relay, relaySHA256 string) string {
+	return sha256Hex([]byte(strings.Join([]string{base, "egress", relay, relaySHA256, config.SandboxRelay, config.SandboxEgress}, "\x00")))
 }

@@ -68,3 +68,16 @@ func TestPayloadEnvEgress(t *testing.T) {
 }
 
 func procEnv(env []string) specs.Process { return specs.Process{Env: env} }
+
+func TestMountsDigestEgress(t *testing.T) {
+	cfg := testConfig()
+	l := &launch{cfg: cfg, spec: &spec.LaunchSpec{Network: spec.NetworkNone, TmpSizeBytes: 1 << 20}}
+	none := l.mountsDigest()
+	if none != MountsDigest(cfg, 1<<20) {
+		t.Error("network none digest changed")
+	}
+	l.spec.Network = spec.NetworkEgress
+	if l.mountsDigest() == none {
+		t.Error("an egress sandbox attests the same mounts as a none one")
+	}
+}

@@ -414,7 +414,7 @@ func (l *launch) exec() int {
 	xf.Argv = argv
 	xf.BwrapEnv = cfg.BaseEnv
 	xf.PayloadEnvNames = EnvNames(env)
-	xf.MountsSHA256 = MountsDigest(cfg, l.spec.TmpSizeBytes)
+	xf.MountsSHA256 = l.mountsDigest()
 	xf.ProfileSHA256 = l.profileSHA
 	xf.HelperVersion = Version
 	xf.CodeSHA256 = sha256Hex(l.spec.Code)

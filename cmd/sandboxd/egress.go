@@ -38,6 +38,15 @@ func setupEgress(srv *supervisor.Server, cfg policy.Config, log *slog.Logger) er
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--egress-allow is set, but %s is not a directory (make install creates it, owned by the service user): %v", dir, err)
 	}
+	// Socket directories a killed supervisor left: no exec of this run
+	// owns them, and a helper must never bind a stale one.
+	if stale, err := os.ReadDir(dir); err == nil {
+		for _, e := range stale {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				log.Warn("remove a stale egress socket directory", "path", e.Name(), "err", err)
+			}
+		}
+	}
 	srv.SetEgress(p, dir)
 	log.Info("egress proxy", "allow", cfg.EgressAllow, "allow_uids", cfg.EgressAllowUIDs, "testonly", testOnly != nil)
 	return nil
