@@ -69,7 +69,7 @@ type Decide struct {
 	EnvValuesRecorded *bool             `json:"env_values_recorded,omitempty" doc:"whether the values are recorded: only when the operator runs with --audit-env-values"`
 	Env               map[string]string `json:"env,omitempty" doc:"the values, when recorded"`
 	Artifacts         []string          `json:"artifacts,omitempty" doc:"the artifact patterns asked for"`
-	Network           string            `json:"network,omitzero" doc:"the network mode (none)"`
+	Network           string            `json:"network,omitzero" doc:"the network mode (none or egress)"`
 	Limits            *Limits           `json:"limits,omitempty" audit:"required" doc:"the limits decided"`
 	StdinBytes        *int              `json:"stdin_bytes,omitempty" doc:"size of stdin"`
 	Admission         string            `json:"admission,omitzero" doc:"admitted once an exec slot was granted"`
