@@ -70,6 +70,8 @@ run options:
   --artifact GLOB     collect files matching GLOB in /workspace after the run
                       (repeatable)
   --artifacts-dir D   write collected artifacts below directory D
+  --network MODE      none (default) or egress: only the operator's allowlist,
+                      through the supervisor's proxy (--json shows each connection)
   --socket PATH       supervisor socket (default $SANDBOXD_SOCKET, else
                       /run/sandboxd/sandboxd.sock)
 

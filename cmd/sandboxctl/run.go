@@ -42,6 +42,8 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	fs.Var(&files, "file", "")
 	fs.Var(&artifacts, "artifact", "")
 	fs.StringVar(&artifactsDir, "artifacts-dir", "", "")
+	var network string
+	fs.StringVar(&network, "network", "", "")
 	var session string
 	fs.StringVar(&session, "session", "", "") // set by `sandboxctl session exec ID`
 	pos, err := parseInterspersed(fs, args)
@@ -82,7 +84,7 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		return usage(sio.err, "run: --lang is required (python or javascript)")
 	}
 
-	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts}
+	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts, Network: network}
 	if timeout != -1 {
 		req.TimeoutMS = &timeout
 	}
