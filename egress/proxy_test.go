@@ -363,3 +363,45 @@ func TestTestOnlyFromEnv(t *testing.T) {
 		t.Errorf("unset: %v %v", to, err)
 	}
 }
+
+// TestProxyExecEndClosesConnections: when the exec ends (its timeout, or
+// its end), Serve closes the listener and every open connection, and
+// records them, before it returns.
+func TestProxyExecEndClosesConnections(t *testing.T) {
+	allow, _ := ParseAllowlist("pypi.test")
+	p, err := New(Config{Allow: allow, TestOnly: &TestOnly{Resolve: map[string][][]netip.Addr{"pypi.test": {pub}}, PublicLoopback: pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := p.NewExec("e3", nil)
+	done := make(chan error, 1)
+	go func() { done <- e.Serve(ctx, l) }()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET http://pypi.test/ HTTP/1.1\r\n") // a head that never ends
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still running after the exec ended")
+	}
+	if r := e.Records(); len(r) != 1 || r[0].Allowed {
+		t.Errorf("records: %+v", r)
+	}
+	if _, err := net.Dial("unix", sock); err == nil {
+		t.Error("the socket still accepts after the exec ended")
+	}
+}
