@@ -55,7 +55,7 @@ func ParseAllowlist(s string) (Allowlist, error) {
 		}
 		r, err := parseRule(item)
 		if err != nil {
-			return Allowlist{}, fmt.Errorf("%w: egress allowlist entry %q: %v", errdefs.ErrInvalid, item, err)
+			return Allowlist{}, fmt.Errorf("%w: egress allowlist entry %q: %w", errdefs.ErrInvalid, item, err)
 		}
 		a.rules = append(a.rules, r)
 	}

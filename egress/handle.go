@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -185,10 +186,10 @@ func (e *Exec) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, t Targe
 func readClientHello(br *bufio.Reader) ([]byte, error) {
 	hdr, err := br.Peek(recordHeaderLen)
 	if err != nil {
-		return nil, fmt.Errorf("no TLS ClientHello after CONNECT: %v", err)
+		return nil, fmt.Errorf("no TLS ClientHello after CONNECT: %w", err)
 	}
 	n, err := RecordLen(hdr)
-	if err == errNotTLS {
+	if errors.Is(err, errNotTLS) {
 		return nil, refuse("CONNECT carries only TLS; the first bytes are not a TLS handshake")
 	}
 	if err != nil {

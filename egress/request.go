@@ -29,7 +29,7 @@ var methods = map[string]bool{
 func readRequest(br *bufio.Reader) (*http.Request, error) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
-		return nil, fmt.Errorf("unreadable proxy request: %v", err)
+		return nil, fmt.Errorf("unreadable proxy request: %w", err)
 	}
 	return req, nil
 }
@@ -66,7 +66,7 @@ func ParseTarget(req *http.Request) (Target, error) {
 	// net/http already replaced a Host header with the URL's host (RFC
 	// 9112 §3.2.2); this holds the invariant should that ever change.
 	if req.Host != "" && !sameAuthority(req.Host, host, port) {
-		return Target{}, fmt.Errorf("Host header %q does not match the URL's host %q", trunc(req.Host), host)
+		return Target{}, fmt.Errorf("the Host header %q does not match the URL's host %q", trunc(req.Host), host)
 	}
 	return Target{Host: host, Port: port}, nil
 }
@@ -82,7 +82,7 @@ func splitAuthority(a string, defPort int) (string, int, error) {
 	}
 	port, err := parsePort(portStr)
 	if err != nil {
-		return "", 0, fmt.Errorf("authority %q: %v", trunc(a), err)
+		return "", 0, fmt.Errorf("authority %q: %w", trunc(a), err)
 	}
 	name, err := NormalizeHost(host)
 	if err != nil {

@@ -70,7 +70,7 @@ func TestOnlyFromEnv(getenv func(string) string) (*TestOnly, error) {
 			for _, s := range splitList(ans, "+") {
 				a, err := netip.ParseAddr(s)
 				if err != nil {
-					return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrInvalid, EnvTestOnlyResolve, err)
+					return nil, fmt.Errorf("%w: %s: %w", errdefs.ErrInvalid, EnvTestOnlyResolve, err)
 				}
 				group = append(group, a)
 			}

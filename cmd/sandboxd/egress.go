@@ -35,8 +35,10 @@ func setupEgress(srv *supervisor.Server, cfg policy.Config, log *slog.Logger) er
 	}
 	// The helper config's egress_dir (config.Default: next to workspaces/).
 	dir := filepath.Join(cfg.StateDir, "egress")
-	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("--egress-allow is set, but %s is not a directory (make install creates it, owned by the service user): %v", dir, err)
+	if st, err := os.Lstat(dir); err != nil {
+		return fmt.Errorf("--egress-allow is set, but %s is not a directory (make install creates it, owned by the service user): %w", dir, err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("--egress-allow is set, but %s is not a directory (make install creates it, owned by the service user)", dir)
 	}
 	// Socket directories a killed supervisor left: no exec of this run
 	// owns them, and a helper must never bind a stale one.
