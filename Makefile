@@ -18,7 +18,7 @@ NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG
 
 all: build
 
-build: bin/sandboxd bin/sandboxctl bin/sandboxd-nsinit bin/sandboxd-exec
+build: bin/sandboxd bin/sandboxctl bin/sandboxd-nsinit bin/sandboxd-exec bin/sandboxd-relay
 
 bin/sandboxd: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/sandboxd
@@ -35,6 +35,11 @@ bin/sandboxd-nsinit: FORCE
 	CGO_ENABLED=1 CGO_CFLAGS="-O2 -g '-DSBX_OWNER_PATH=\"$(NSINIT_OWNER)\"'" $(GO) build -trimpath -tags '$(NSINIT_TAGS)' -ldflags '$(NSINIT_LDFLAGS) -linkmode external -extldflags -static' -o $@ ./cmd/sandboxd-nsinit
 
 bin/sandboxd-exec: nsinit/shim/sandboxd-exec.c
+	@mkdir -p bin
+	gcc -static -O2 -Wall -Wextra -Werror -o $@ $<
+
+# The in-sandbox end of egress (network "egress"): static like the shim.
+bin/sandboxd-relay: nsinit/shim/sandboxd-relay.c
 	@mkdir -p bin
 	gcc -static -O2 -Wall -Wextra -Werror -o $@ $<
 

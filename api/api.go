@@ -32,9 +32,13 @@ const (
 // NDJSONType is the Accept value that asks for a streamed exec.
 const NDJSONType = "application/x-ndjson"
 
-// NetworkNone is the only network mode: an own network namespace with only
-// loopback. "" means the same.
-const NetworkNone = "none"
+// Network modes. NetworkNone: an own network namespace with only loopback
+// ("" means the same). NetworkEgress: the same, plus a relay on loopback
+// to the operator's allowlist proxy (HTTP_PROXY and friends are set).
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
 
 // ExecRequest is the body of POST /v1/exec and POST /v1/sessions/{id}/exec.
 // JSON null for a field equals its absence.
@@ -88,6 +92,8 @@ type ExecResult struct {
 	ReturnValue json.RawMessage `json:"return_value,omitempty"`
 	// Exception is the uncaught exception or error, if any.
 	Exception *Exception `json:"exception,omitempty"`
+	// Network is present for network "egress" only.
+	Network *NetworkResult `json:"network,omitempty"`
 }
 
 // KernelInfo is the kernel an exec ran in.
@@ -123,6 +129,26 @@ type Kernel struct {
 	StartedAt      time.Time `json:"started_at"`
 	MemoryBytes    int64     `json:"memory_bytes"`
 	Restarted      bool      `json:"restarted"`
+}
+
+// NetworkResult is the egress an exec used: every connection attempt
+// through the proxy, allowed or refused.
+type NetworkResult struct {
+	Mode        string       `json:"mode"`
+	Connections []Connection `json:"connections"`
+	// Dropped counts attempts over the per-exec connection limit, closed
+	// unread and not listed.
+	Dropped int `json:"dropped"`
+}
+
+// Connection is one attempt through the egress proxy.
+type Connection struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Allowed  bool   `json:"allowed"`
+	Reason   string `json:"reason"`
+	BytesOut int64  `json:"bytes_out"`
+	BytesIn  int64  `json:"bytes_in"`
 }
 
 // Usage is the payload's resource usage.
@@ -216,6 +242,8 @@ func (h HealthChecks) List() []Check {
 type SessionCreateRequest struct {
 	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
 	Key        string `json:"key,omitempty"`
+	// Network is the session's network mode; it holds for every exec in it.
+	Network string `json:"network,omitempty"`
 }
 
 // MaxSessionKeyBytes bounds SessionCreateRequest.Key.
@@ -233,6 +261,7 @@ type Session struct {
 	DiskBytes  int64     `json:"disk_bytes"`
 	Busy       bool      `json:"busy"`
 	Kernels    []Kernel  `json:"kernels"`
+	Network    string    `json:"network,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions, oldest first.

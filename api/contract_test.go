@@ -45,6 +45,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Usage":                reflect.TypeFor[Usage](),
 	"Artifact":             reflect.TypeFor[Artifact](),
 	"PolicyAttestation":    reflect.TypeFor[PolicyAttestation](),
+	"NetworkResult":        reflect.TypeFor[NetworkResult](),
+	"Connection":           reflect.TypeFor[Connection](),
 	"Limits":               reflect.TypeFor[Limits](),
 	"HealthChecks":         reflect.TypeFor[HealthChecks](),
 	"Health":               reflect.TypeFor[Health](),

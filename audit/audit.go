@@ -44,6 +44,7 @@ const (
 	StepExec      = facts.StepExec
 	StepReap      = facts.StepReap
 	StepArtifacts = facts.StepArtifacts
+	StepEgress    = facts.StepEgress
 )
 
 // Records about the log itself and about execs the launch sequence did not

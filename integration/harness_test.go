@@ -142,7 +142,7 @@ func install(repo string) (*installation, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "state/archives", "run"} {
+	for _, d := range []string{"state/workspaces", "state/sessions", "state/logs", "state/archives", "state/egress", "run"} {
 		if err := os.MkdirAll(in.path(d), 0o700); err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func install(repo string) (*installation, error) {
 			return nil, err
 		}
 	}
-	for _, b := range []string{"sandboxd", "sandboxctl", "sandboxd-exec"} {
+	for _, b := range []string{"sandboxd", "sandboxctl", "sandboxd-exec", "sandboxd-relay"} {
 		if err := copyFile(filepath.Join(repo, "bin", b), in.path("bin", b), 0o755); err != nil {
 			return nil, fmt.Errorf("%w (run `make build` first)", err)
 		}
@@ -301,6 +301,7 @@ type supervisorOpts struct {
 	env     []string // extra environment
 	wrapper []string // argv prefix run as root before the supervisor (e.g. seccompexec)
 	groups  []uint32 // supplementary groups of the supervisor (default none)
+	bin     string   // the supervisor binary below the prefix, default "bin/sandboxd"
 }
 
 func randID() string {
@@ -328,6 +329,9 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 	}
 	args = append(args, o.extra...)
 	bin := in.path("bin/sandboxd")
+	if o.bin != "" {
+		bin = in.path(o.bin)
+	}
 	if len(o.wrapper) > 0 {
 		argv := append(append(append([]string{}, o.wrapper...), "--", bin), args...)
 		s.cmd = exec.Command(argv[0], argv[1:]...)

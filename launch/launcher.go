@@ -247,12 +247,16 @@ func buildSpec(req Request, workspace string) spec.LaunchSpec {
 	if n := req.Limits.FileSizeBytes; n > 0 {
 		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_FSIZE", Hard: n, Soft: n})
 	}
-	return spec.LaunchSpec{
+	s := spec.LaunchSpec{
 		Version: spec.Version, ExecID: req.ExecID, CallerUID: req.Caller.UID,
 		Runtime: req.Runtime, Workspace: workspace, Code: []byte(req.Code),
 		Network: spec.NetworkNone, TmpSizeBytes: req.Limits.TmpSizeBytes,
 		Process: specs.Process{Env: env, Rlimits: rl},
 	}
+	if req.Network == spec.NetworkEgress {
+		s.Network, s.Egress = spec.NetworkEgress, req.Egress
+	}
+	return s
 }
 
 // execCgroup creates the exec's cgroup, or refuses the launch when cgroups

@@ -26,7 +26,10 @@ type Request struct {
 	Env       map[string]string // names already validated
 	Limits    policy.Limits
 	Artifacts []string // glob patterns relative to /workspace
-	Network   string   // "none"
+	Network   string   // "none" or "egress"
+	// Egress is the token (one path component below the helper's
+	// egress_dir) of the exec's proxy socket directory; network "egress" only.
+	Egress string
 	// SessionWorkspace names a session's workspace directory below the
 	// workspace root; empty for a one-shot exec (fresh workspace, removed).
 	SessionWorkspace string

@@ -20,6 +20,9 @@ type BwrapFDs struct {
 	Workspace int // O_PATH fd of the workspace directory (--bind-fd)
 	Env       int // memfd: NUL-separated payload environment
 	Code      int // memfd: the program text; -1 for a probe launch
+	// Egress is the O_PATH fd of the exec's egress socket directory; 0
+	// (never a directory: fd 0 is stdin) for network "none".
+	Egress int
 }
 
 // BwrapArgs builds bubblewrap's argv from the validated config and inputs.
@@ -62,6 +65,7 @@ func BwrapArgs(cfg *config.Config, rt config.Runtime, fds BwrapFDs, tmpSize int6
 	if fds.Code >= 0 {
 		a = append(a, "--ro-bind-data", fd(fds.Code), path.Join(config.SandboxDir, rt.CodeFile))
 	}
+	a = append(a, egressArgs(cfg, fds)...)
 	a = append(a,
 		// The root tmpfs bwrap builds is writable by the payload's uid
 		// until remounted: without this, / is an unbounded tmpfs.
@@ -70,8 +74,8 @@ func BwrapArgs(cfg *config.Config, rt config.Runtime, fds BwrapFDs, tmpSize int6
 		"--seccomp", fd(fds.Seccomp),
 		"--json-status-fd", fd(fds.Status),
 		"--",
-		config.SandboxDir+"/exec", config.SandboxDir+"/env",
 	)
+	a = append(a, shimArgs(fds)...)
 	return append(a, rt.Argv...)
 }
 

@@ -31,7 +31,7 @@ var bwrapArity = map[string]int{
 	"--cap-drop": 1, "--clearenv": 0,
 	"--ro-bind-try": 2, "--symlink": 2, "--proc": 1, "--dir": 1, "--dev-bind-try": 2,
 	"--size": 1, "--tmpfs": 1, "--bind-fd": 2, "--ro-bind": 2, "--ro-bind-data": 2,
-	"--remount-ro": 1, "--chdir": 1, "--seccomp": 1, "--json-status-fd": 1,
+	"--ro-bind-fd": 2, "--remount-ro": 1, "--chdir": 1, "--seccomp": 1, "--json-status-fd": 1,
 }
 
 type bwrapOpt struct {

@@ -181,6 +181,9 @@ func (l *launch) enter() int {
 	}
 	l.fds.Workspace = ws
 	ef.Workspace = s.Workspace
+	if err := l.openEgress(); err != nil {
+		return l.rep.fail(ef, spec.ExitSpec, err, fixEgressDir)
+	}
 	l.rep.ok(ef)
 	return 0
 }
@@ -396,7 +399,7 @@ func (l *launch) exec() int {
 			return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("%s: %w", what, err), fix)
 		}
 	}
-	env := PayloadEnv(cfg.BaseEnv, l.spec.Process.Env)
+	env := l.payloadEnv()
 	envFD, err := sealedMemfd("sandboxd-env", []byte(strings.Join(env, "\x00")+"\x00"))
 	if err != nil {
 		return l.rep.fail(xf, spec.ExitExec, err, "")
@@ -411,7 +414,7 @@ func (l *launch) exec() int {
 	xf.Argv = argv
 	xf.BwrapEnv = cfg.BaseEnv
 	xf.PayloadEnvNames = EnvNames(env)
-	xf.MountsSHA256 = MountsDigest(cfg, l.spec.TmpSizeBytes)
+	xf.MountsSHA256 = l.mountsDigest()
 	xf.ProfileSHA256 = l.profileSHA
 	xf.HelperVersion = Version
 	xf.CodeSHA256 = sha256Hex(l.spec.Code)

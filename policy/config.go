@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/egress"
 )
 
 // Defaults of the operator settings (docs/DESIGN.md; docs/API.md).
@@ -58,6 +59,10 @@ const (
 	DefaultCallerBodyBudget      = 2 * DefaultMaxBodyBytes
 	DefaultArchiveRetention      = 30 * 24 * time.Hour
 	DefaultArchiveCallerMaxBytes = 1 << 30
+
+	// Per-exec egress bounds (network "egress").
+	DefaultEgressMaxConns = 64
+	DefaultEgressMaxBytes = 256 << 20
 )
 
 // Hard bounds that Validate enforces on the operator's settings. They are
@@ -197,6 +202,18 @@ type Config struct {
 	// MaxQueuedExecsPerCaller bounds the waiting execs of one uid.
 	MaxQueuedExecsPerCaller int
 
+	// EgressAllow is the egress allowlist (--egress-allow: "pypi.org,
+	// files.pythonhosted.org:443,*.npmjs.org"); empty: no exec may use
+	// network "egress". Package egress parses and enforces it.
+	EgressAllow string
+	// EgressAllowUIDs are the callers (uids) that may ask for network
+	// "egress"; nobody else may, whatever the allowlist says.
+	EgressAllowUIDs []int
+	// EgressMaxConns and EgressMaxBytes bound one exec's egress: connection
+	// attempts, and bytes relayed both ways over all of them.
+	EgressMaxConns int
+	EgressMaxBytes int64
+
 	// HelperPath is the sandboxd-nsinit binary (file capabilities, no setuid).
 	HelperPath string
 	// HelperConfigPath is the helper's own root-owned config; the supervisor
@@ -238,6 +255,8 @@ func Defaults() Config {
 		IdleTTLCapSeconds:     DefaultIdleTTLCapSeconds,
 		HelperPath:            DefaultHelperPath,
 		HelperConfigPath:      DefaultHelperConfigPath,
+		EgressMaxConns:        DefaultEgressMaxConns,
+		EgressMaxBytes:        DefaultEgressMaxBytes,
 	}
 	c.setShareDefaults()
 	return c
@@ -360,6 +379,10 @@ func settings() []setting {
 		{"caller-body-budget", "request-body bytes one caller (uid) may have in memory at once; beyond it 429 before the body is read (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.CallerBodyBudget) }},
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
+		{"egress-allow", "egress allowlist: comma list of host, host:port, *.domain (no port: 80 and 443); empty (default): no egress", func(c *Config) flag.Value { return (*stringValue)(&c.EgressAllow) }},
+		{"egress-allow-uid", "uid that may ask for network \"egress\" (repeatable or comma list); nobody by default", func(c *Config) flag.Value { return &idListValue{p: &c.EgressAllowUIDs} }},
+		{"egress-max-conns", "most egress connection attempts per exec", func(c *Config) flag.Value { return (*intValue)(&c.EgressMaxConns) }},
+		{"egress-max-bytes", "most egress bytes per exec, both ways (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.EgressMaxBytes) }},
 		{"helper", "path of the sandboxd-nsinit helper", func(c *Config) flag.Value { return (*stringValue)(&c.HelperPath) }},
 		{"helper-config", "path of the helper's root-owned config", func(c *Config) flag.Value { return (*stringValue)(&c.HelperConfigPath) }},
 	}
@@ -442,6 +465,17 @@ func (c Config) Validate() error {
 		bad("socket", "%q is %d bytes; a Unix socket path can have at most %d", c.SocketPath, len(c.SocketPath), maxSocketPathLen)
 	}
 	absPath("state-dir", c.StateDir)
+	if _, err := egress.ParseAllowlist(c.EgressAllow); err != nil {
+		// One phrase for every bad list (docs/CONFIG.md shows it); the
+		// supervisor's own parse at start names the entry.
+		bad("egress-allow", "want a comma list of host names, each optionally *.-prefixed and :port-suffixed (no IP literals)")
+	}
+	if c.EgressMaxConns < 1 || c.EgressMaxConns > 100_000 {
+		bad("egress-max-conns", "%d is outside 1..100000", c.EgressMaxConns)
+	}
+	if c.EgressMaxBytes < 1 {
+		bad("egress-max-bytes", "must be positive")
+	}
 	if c.AuditLogPath != "" {
 		absPath("audit-log", c.AuditLogPath)
 	}

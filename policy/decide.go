@@ -144,13 +144,44 @@ func Runtime(language string) (string, error) {
 	return language, nil
 }
 
-// Network checks a request's network mode; empty means NetworkNone.
+// NetworkEgress: loopback only, plus the operator's allowlist proxy.
+const NetworkEgress = api.NetworkEgress
+
+// Network checks a request's network mode shape; empty means NetworkNone.
+// Whether the caller may have egress is DecideNetwork's question.
 func Network(mode string) (string, error) {
 	switch mode {
 	case "", NetworkNone:
 		return NetworkNone, nil
+	case NetworkEgress:
+		return NetworkEgress, nil
 	}
-	return "", invalid("network %q is not supported: the only mode is %q", mode, NetworkNone)
+	return "", invalid("network %q is not supported: want %q or %q", mode, NetworkNone, NetworkEgress)
+}
+
+// EgressPermitted reports whether caller may ask for network "egress":
+// its uid is in --egress-allow-uid. This is the one place a caller's
+// egress permission is decided; an API-key caller's name joins here once
+// keys exist (issue 13 item 1).
+func EgressPermitted(caller Caller, cfg Config) bool {
+	return slices.Contains(cfg.EgressAllowUIDs, caller.UID)
+}
+
+// DecideNetwork checks the mode and, for egress, that the operator
+// enabled it and allows this caller: otherwise 403 forbidden, because the
+// request is well-formed but not this caller's to make.
+func DecideNetwork(mode string, caller Caller, cfg Config) (string, error) {
+	network, err := Network(mode)
+	if err != nil || network != NetworkEgress {
+		return network, err
+	}
+	if cfg.EgressAllow == "" {
+		return "", errdefs.New(errdefs.ErrForbidden, "network \"egress\" is not enabled on this supervisor (the operator set no --egress-allow)", "", nil)
+	}
+	if !EgressPermitted(caller, cfg) {
+		return "", errdefs.New(errdefs.ErrForbidden, fmt.Sprintf("caller uid %d may not use network \"egress\" (not in --egress-allow-uid)", caller.UID), "", nil)
+	}
+	return network, nil
 }
 
 // ValidateWorkspacePath checks a path relative to /workspace as given by a

@@ -158,7 +158,8 @@ func TestNetwork(t *testing.T) {
 		{"none", "none", ""},
 		{"host", "", `"host" is not supported`},
 		{"None", "", "not supported"},
-		{"bridge", "", "the only mode is \"none\""},
+		{"bridge", "", `want "none" or "egress"`},
+		{"egress", "egress", ""},
 	}
 	for _, tc := range tests {
 		got, err := Network(tc.in)

@@ -22,8 +22,8 @@ type Request struct {
 }
 
 // Caller is who asked, from the kernel's peer credentials (SO_PEERCRED).
-// No rule reads it yet; per-caller rules belong in Decide, next to the
-// others.
+// Per-caller rules belong in Decide, next to the others (DecideNetwork:
+// egress).
 type Caller struct {
 	UID int
 	GID int
@@ -68,7 +68,6 @@ type Decision struct {
 // The rules run in API.md's order (the first failure decides): language,
 // code, timeout, files, env, artifacts, network.
 func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
-	_ = caller // see Caller
 	r := req.Exec
 	facts := map[string]any{"session": req.Session}
 	refuse := func(err error) (Decision, error) { return Decision{Facts: facts}, err }
@@ -113,7 +112,7 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 	if err := validateArtifacts(r.Artifacts); err != nil {
 		return refuse(err)
 	}
-	network, err := Network(r.Network)
+	network, err := DecideNetwork(r.Network, caller, cfg)
 	if err != nil {
 		return refuse(err)
 	}

@@ -97,7 +97,12 @@ func TestDecideRefusals(t *testing.T) {
 		}, errdefs.ErrInvalid, "artifacts has 65 patterns; at most 64 are allowed"},
 		{"artifact pattern path", func(r *Request, _ *Config) { r.Exec.Artifacts = []string{"ok", "/abs/*"} }, errdefs.ErrInvalid, `artifacts[1]: path "/abs/*" is absolute`},
 		{"artifact pattern glob", func(r *Request, _ *Config) { r.Exec.Artifacts = []string{"out/[a"} }, errdefs.ErrInvalid, `artifacts[0]: artifact pattern "out/[a" is not a valid glob`},
-		{"unknown network", func(r *Request, _ *Config) { r.Exec.Network = "host" }, errdefs.ErrInvalid, `network "host" is not supported: the only mode is "none"`},
+		{"unknown network", func(r *Request, _ *Config) { r.Exec.Network = "host" }, errdefs.ErrInvalid, `network "host" is not supported: want "none" or "egress"`},
+		{"egress not enabled", func(r *Request, cfg *Config) { r.Exec.Network, cfg.EgressAllowUIDs = "egress", []int{1000} }, errdefs.ErrForbidden, `network "egress" is not enabled on this supervisor`},
+		{"egress, caller not allowed", func(r *Request, cfg *Config) { r.Exec.Network, cfg.EgressAllow = "egress", "pypi.org" }, errdefs.ErrForbidden, `caller uid 1000 may not use network "egress"`},
+		{"egress, another caller allowed", func(r *Request, cfg *Config) {
+			r.Exec.Network, cfg.EgressAllow, cfg.EgressAllowUIDs = "egress", "pypi.org", []int{1001}
+		}, errdefs.ErrForbidden, `caller uid 1000 may not use network "egress"`},
 		{"operator's code limit", func(r *Request, cfg *Config) { cfg.MaxCodeBytes = 4 }, errdefs.ErrTooLarge, "code is 8 bytes; the limit is 4"},
 		{"operator's timeout max", func(r *Request, cfg *Config) { cfg.ExecTimeoutMaxMS, cfg.ExecTimeoutCapMS = 1000, 1000 }, errdefs.ErrInvalid, "timeout_ms 1500 is above the operator cap of 1000 for one-shot execs"},
 	}
@@ -251,5 +256,36 @@ func TestDecideIsPure(t *testing.T) {
 	}
 	if !reflect.DeepEqual(req, before) {
 		t.Fatal("Decide modified its request")
+	}
+}
+
+func TestDecideNetwork(t *testing.T) {
+	on := decideConfig()
+	on.EgressAllow, on.EgressAllowUIDs = "pypi.org", []int{1000, 0}
+	for _, tc := range []struct {
+		mode   string
+		uid    int
+		cfg    Config
+		want   string
+		refuse error
+	}{
+		{"", 1000, decideConfig(), NetworkNone, nil},
+		{"none", 1000, decideConfig(), NetworkNone, nil},
+		{"none", 4242, on, NetworkNone, nil},
+		{"egress", 1000, on, NetworkEgress, nil},
+		{"egress", 0, on, NetworkEgress, nil},
+		{"egress", 4242, on, "", errdefs.ErrForbidden},
+		{"egress", 1000, decideConfig(), "", errdefs.ErrForbidden},
+		{"Egress", 1000, on, "", errdefs.ErrInvalid},
+		{"host", 1000, on, "", errdefs.ErrInvalid},
+	} {
+		got, err := DecideNetwork(tc.mode, Caller{UID: tc.uid}, tc.cfg)
+		if got != tc.want || (tc.refuse == nil) != (err == nil) || (err != nil && errdefs.Class(err) != tc.refuse) {
+			t.Errorf("DecideNetwork(%q, uid %d) = %q, %v; want %q, %v", tc.mode, tc.uid, got, err, tc.want, tc.refuse)
+		}
+	}
+	d, err := Decide(Request{Exec: func() api.ExecRequest { r := goodRequest().Exec; r.Network = "egress"; return r }()}, Caller{UID: 1000}, on)
+	if err != nil || d.Network != NetworkEgress || d.Facts["network"] != NetworkEgress {
+		t.Errorf("an allowed egress request: %v %+v", err, d)
 	}
 }

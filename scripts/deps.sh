@@ -7,7 +7,8 @@ need=()
 # systemd: systemd-analyze, which `make check-deploy` uses to verify the unit;
 # apparmor: apparmor_parser, which compiles the AppArmor profile offline there.
 # python3-matplotlib/-pandas/-numpy: the Python kernel's rich outputs (kernel/runners tests).
-for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make systemd apparmor python3-matplotlib python3-pandas python3-numpy; do
+# python3-requests/-pip: the egress integration test (requests, pip download through the proxy).
+for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make systemd apparmor python3-matplotlib python3-pandas python3-numpy python3-requests python3-pip; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -189,7 +189,7 @@ Fix: usermod -G '' $ns_user"
 # parent the service uid could swap. What the supervisor writes lives in
 # subdirectories it owns (the audit log: run with --audit-log $state/audit/audit.log).
 ensure_dir "$state" root root 0755 SANDBOXD_STATE_DIR
-for d in workspaces sessions audit archives; do
+for d in workspaces sessions audit archives egress; do
   ensure_dir "$state/$d" "$user" "$user_group" 0700 SANDBOXD_STATE_DIR
 done
 # The socket's directory: the supervisor creates the socket in it (0660,
@@ -207,6 +207,7 @@ check_root_chain "$(dirname "$owner_file")"
 
 install -m 0755 -o root -g root bin/sandboxd bin/sandboxctl "$prefix/bin/"
 install -m 0755 -o root -g root bin/sandboxd-exec "$libexec/sandboxd-exec"
+install -m 0755 -o root -g root bin/sandboxd-relay "$libexec/sandboxd-relay"
 # The helper: only the helper group may run it, and its only privilege is
 # these permitted file capabilities (SECURITY.md says which call needs each).
 # setcap last: chown drops file capabilities.

@@ -105,7 +105,11 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 
 	// Decide: policy, then a slot. An exec waits for a slot (fairly, see
 	// package admission) up to its own timeout; a full queue answers at once.
-	d, apiE := s.decideExec(req, caller, execID, sess != nil)
+	req.Network, apiE = sessionNetwork(sess, req.Network)
+	var d decision
+	if apiE == nil {
+		d, apiE = s.decideExec(req, caller, execID, sess != nil)
+	}
 	release := func() {}
 	launchCtx := ctx
 	if apiE == nil && sess != nil {
@@ -143,12 +147,35 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 
 	s.metrics.addInFlight(1)
 	defer s.metrics.addInFlight(-1)
-	log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "timeout_ms", d.launch.Limits.TimeoutMS)
+	log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "network", d.launch.Network, "timeout_ms", d.launch.Limits.TimeoutMS)
+	if d.launch.Network == api.NetworkEgress && d.mode == api.ModeKernel {
+		// A kernel's sandbox is built once, before any exec: it has no relay
+		// and no per-exec proxy, so it would run without the network the
+		// session asked for. Say so rather than run without it.
+		s.refuse(w, log, "decide", toAPI(errdefs.New(errdefs.ErrInvalid,
+			`network "egress" is available to process-mode execs only: kernels run without a network; send "mode": "process"`, "", nil)))
+		return
+	}
+	var eg *egressRun
+	if d.launch.Network == api.NetworkEgress {
+		var err error
+		if eg, err = s.startEgress(launchCtx, execID, caller, log); err != nil {
+			s.launchFailed(launchCtx, w, log, execID, err)
+			return
+		}
+		d.launch.Egress = execID
+	}
 	var st *streamer
 	if wantsStream(r) {
 		st = newStreamer(w)
 	}
 	res, err := s.dispatch(launchCtx, sess, d, st)
+	if eg != nil {
+		network := eg.finish()
+		if res != nil {
+			res.Network = network
+		}
+	}
 	if err != nil {
 		if st != nil && st.hasStarted() {
 			st.emit(event{Type: "error", Error: toAPI(err)})

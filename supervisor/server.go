@@ -48,6 +48,7 @@ type Server struct {
 	metrics  *metrics
 	gate     *admission.Gate
 	sessions *SessionStore // nil: session routes answer 404
+	egress   *egressHost   // nil: no egress proxy (SetEgress)
 	limits   *callerLimits
 	refusals *audit.RefusalLimiter // nil without a sink
 	handler  http.Handler

@@ -10,6 +10,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -90,11 +91,18 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	if apiE == nil && len(req.Key) > api.MaxSessionKeyBytes {
 		apiE = apiErr(api.CodeInvalidArgument, fmt.Sprintf("key is longer than %d bytes", api.MaxSessionKeyBytes))
 	}
+	network := ""
+	if apiE == nil {
+		var err error
+		if network, err = policy.DecideNetwork(req.Network, caller, s.cfg); err != nil {
+			apiE = toAPI(err)
+		}
+	}
 	if apiE != nil {
 		writeError(w, apiE)
 		return
 	}
-	sess, err := s.sessions.Create(caller, req.TTLSeconds, req.Key)
+	sess, err := s.sessions.CreateNetwork(caller, req.TTLSeconds, req.Key, network)
 	if err != nil {
 		if codeOf(err) == api.CodeInternal {
 			s.log.Error("create session", "err", err)

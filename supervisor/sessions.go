@@ -42,6 +42,9 @@ type Session struct {
 	// persisted so that a restarted supervisor's first exec of one says
 	// restarted: true (its kernel died with the old supervisor).
 	KernelsRun []string `json:"kernels_run,omitempty"`
+	// Network is the session's network mode ("egress"; empty: none); it
+	// holds for every exec in the session.
+	Network string `json:"network,omitempty"`
 
 	// Guarded by SessionStore.mu.
 	kernels  map[string]*kernel // running kernels by language
@@ -259,13 +262,22 @@ func (st *SessionStore) Archives() *archive.Observed { return st.archives }
 // Create makes a session (and its workspace), restoring the key's archive
 // when there is one. A restore failure never fails the request.
 func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Session, error) {
+	return st.CreateNetwork(caller, ttlReq, key, "")
+}
+
+// CreateNetwork is Create with the session's network mode, already decided
+// by policy ("" or "none": none).
+func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network string) (*Session, error) {
 	ttl, err := st.ClampTTL(ttlReq)
 	if err != nil {
 		return nil, err
 	}
+	if network == api.NetworkNone {
+		network = ""
+	}
 	now := st.cfg.Now().UTC()
 	s := &Session{ID: newExecID(), Key: key, OwnerUID: caller.UID, CreatedAt: now, LastUsedAt: now,
-		TTLSeconds: ttl, execSlot: make(chan struct{}, 1)}
+		TTLSeconds: ttl, Network: network, execSlot: make(chan struct{}, 1)}
 	st.mu.Lock()
 	if len(st.sessions) >= st.cfg.MaxSessions {
 		st.mu.Unlock()
@@ -414,7 +426,7 @@ func (st *SessionStore) View(s *Session) SessionView {
 		ks = append(ks, k)
 	}
 	v := SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
-		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}}
+		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}, Network: s.Network}
 	st.mu.Unlock()
 	for _, k := range ks {
 		if k.alive() {

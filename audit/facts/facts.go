@@ -35,6 +35,9 @@ const (
 	StepExec      = "exec"
 	StepReap      = "reap"
 	StepArtifacts = "artifacts"
+	// StepEgress is one connection attempt through the egress proxy of an
+	// exec with network "egress", written when the connection ends.
+	StepEgress = "egress"
 	// StepInterrupted closes an exec whose supervisor stopped before the
 	// exec was reaped (written by the next supervisor at start-up).
 	StepInterrupted = "interrupted"
@@ -101,6 +104,8 @@ func New(step string) Facts {
 		return &Interrupted{}
 	case StepKernelExec:
 		return &KernelExec{}
+	case StepEgress:
+		return &Egress{}
 	}
 	return nil
 }
@@ -108,7 +113,7 @@ func New(step string) Facts {
 // All returns one zero value of every typed step, in launch order (for the
 // schema generator and tests).
 func All() []Facts {
-	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepReap, StepArtifacts, StepInterrupted, StepKernelExec}
+	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec}
 	out := make([]Facts, len(steps))
 	for i, s := range steps {
 		out[i] = New(s)

@@ -54,7 +54,7 @@ func (*Enter) Sentences() []Sentence {
 // namespace has only loopback, up. When the prelude failed to make the
 // namespace, the record carries Enter's facts instead.
 type Network struct {
-	Mode       string   `json:"mode,omitzero" audit:"required" doc:"the network mode: none"`
+	Mode       string   `json:"mode,omitzero" audit:"required" doc:"the network mode: none or egress (both: only lo)"`
 	NetnsInode uint64   `json:"netns_inode,omitzero" audit:"required" doc:"/proc/self/ns/net of the helper (made by the prelude's unshare(CLONE_NEWNET))"`
 	Links      []string `json:"links,omitzero" audit:"required" doc:"every link, listed over netlink (RTM_GETLINK): must be exactly [\"lo\"]"`
 	Addrs      []string `json:"addrs,omitzero" doc:"its addresses over netlink: loopback only"`

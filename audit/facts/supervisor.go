@@ -69,7 +69,7 @@ type Decide struct {
 	EnvValuesRecorded *bool             `json:"env_values_recorded,omitempty" doc:"whether the values are recorded: only when the operator runs with --audit-env-values"`
 	Env               map[string]string `json:"env,omitempty" doc:"the values, when recorded"`
 	Artifacts         []string          `json:"artifacts,omitempty" doc:"the artifact patterns asked for"`
-	Network           string            `json:"network,omitzero" doc:"the network mode (none)"`
+	Network           string            `json:"network,omitzero" doc:"the network mode (none or egress)"`
 	Limits            *Limits           `json:"limits,omitempty" audit:"required" doc:"the limits decided"`
 	StdinBytes        *int              `json:"stdin_bytes,omitempty" doc:"size of stdin"`
 	Admission         string            `json:"admission,omitzero" doc:"admitted once an exec slot was granted"`
@@ -269,4 +269,30 @@ func (*Interrupted) Step() string { return StepInterrupted }
 // Sentences implements Facts.
 func (*Interrupted) Sentences() []Sentence {
 	return []Sentence{{Text: "Found by the next supervisor at start-up (start record seq {found_at_start_seq}): the last record of the exec was {last_step} (seq {last_seq}), accepted at {accepted_at}."}}
+}
+
+// Egress is the facts of an egress record: one connection attempt through
+// the exec's egress proxy, allowed or refused (ok is whether it was
+// allowed). Host and port are what the sandbox asked for: untrusted.
+type Egress struct {
+	Method     string `json:"method,omitzero" doc:"CONNECT, or the plain-HTTP method; empty when the request was unreadable"`
+	Host       string `json:"host,omitzero" doc:"the destination host as requested (the CONNECT authority or the URL's host)"`
+	Port       int    `json:"port,omitzero" doc:"the destination port as requested"`
+	Address    string `json:"address,omitzero" doc:"the address the proxy resolved and dialled, or the one it refused"`
+	Allowed    bool   `json:"allowed" audit:"always" doc:"the proxy connected to the destination"`
+	Reason     string `json:"reason,omitzero" doc:"why it was refused or cut, or the allowlist rule that allowed it"`
+	BytesOut   int64  `json:"bytes_out" audit:"always" doc:"bytes from the sandbox to the destination"`
+	BytesIn    int64  `json:"bytes_in" audit:"always" doc:"bytes from the destination to the sandbox"`
+	DurationMS int64  `json:"duration_ms" audit:"always" doc:"from accepting the relay's connection to closing both sides"`
+}
+
+// Step implements Facts.
+func (*Egress) Step() string { return StepEgress }
+
+// Sentences implements Facts.
+func (*Egress) Sentences() []Sentence {
+	return []Sentence{
+		{Text: "Egress {method} {host}:{port} (address {address}): allowed {allowed}; {reason}."},
+		{Text: "{bytes_out} bytes out, {bytes_in} bytes in, {duration_ms} ms."},
+	}
 }

@@ -79,6 +79,8 @@ run options:
   --no-stream         wait for the whole result; by default output is
                       streamed as it happens when stdout is a terminal
   --stream            stream even when stdout is not a terminal
+  --network MODE      none (default) or egress: only the operator's allowlist,
+                      through the supervisor's proxy (--json shows each connection)
   --socket PATH       supervisor socket (default $SANDBOXD_SOCKET, else
                       /run/sandboxd/sandboxd.sock)
 

@@ -48,6 +48,8 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	fs.StringVar(&inputs, "inputs", "", "")
 	fs.BoolVar(&noStream, "no-stream", false, "")
 	fs.BoolVar(&forceStream, "stream", false, "")
+	var network string
+	fs.StringVar(&network, "network", "", "")
 	var session string
 	fs.StringVar(&session, "session", "", "") // set by `sandboxctl session exec ID`
 	pos, err := parseInterspersed(fs, args)
@@ -88,7 +90,7 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		return usage(sio.err, "run: --lang is required (python, javascript or shell)")
 	}
 
-	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts, Mode: mode, Entrypoint: entrypoint}
+	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts, Mode: mode, Entrypoint: entrypoint, Network: network}
 	if inputs != "" {
 		if !json.Valid([]byte(inputs)) || !strings.HasPrefix(strings.TrimSpace(inputs), "{") {
 			return usage(sio.err, "run: --inputs must be one JSON object")

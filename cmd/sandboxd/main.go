@@ -132,6 +132,10 @@ func run() int {
 	}
 	srv := supervisor.NewServer(cfg, launcher, launcher, aw, log, version)
 	srv.SetSessions(sessions)
+	if err := setupEgress(srv, cfg, log); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go sessions.RunReaper(ctx, time.Second)

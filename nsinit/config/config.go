@@ -52,6 +52,14 @@ type Config struct {
 	Runtimes map[string]Runtime `json:"runtimes"`
 	// RlimitMax caps each rlimit a spec may ask for; RLIMIT_CORE is always 0.
 	RlimitMax map[string]uint64 `json:"rlimit_max"`
+	// EgressDir is the one directory below which a spec's egress token may
+	// name a per-exec socket directory (owned by the supervisor's uid; its
+	// parent root-owned, like the workspace root's). Empty: the helper
+	// refuses every egress launch.
+	EgressDir string `json:"egress_dir,omitempty"`
+	// Relay is the absolute path of sandboxd-relay, bound read-only into an
+	// egress sandbox; the shim starts it before the payload.
+	Relay string `json:"relay,omitempty"`
 }
 
 // Symlink is one symlink in the sandbox root.
@@ -69,6 +77,16 @@ type Runtime struct {
 
 // SandboxDir is where the helper's per-launch files appear inside the sandbox.
 const SandboxDir = "/run/sandboxd"
+
+// Fixed paths of an egress sandbox: the relay binary and the read-only bind
+// of the exec's socket directory, whose socket EgressSocket names. Fixed,
+// so the spec never carries a host path.
+const (
+	SandboxRelay    = SandboxDir + "/relay"
+	SandboxEgress   = SandboxDir + "/egress"
+	EgressSocket    = "proxy.sock"
+	EgressRelayPort = 3128
+)
 
 // pythonBootstrap runs the code file as __main__ with the working directory
 // (/workspace) first on sys.path, as `python3 -c` would, so that a session's
@@ -116,6 +134,9 @@ func Default(workspaceRoot, shim, profile string) Config {
 			"RLIMIT_NOFILE": 4096, "RLIMIT_FSIZE": 4 << 30, "RLIMIT_STACK": 64 << 20,
 			"RLIMIT_AS": 1 << 40, "RLIMIT_MEMLOCK": 64 << 10,
 		},
+		// Next to the workspaces, in the state directory; installed next to the shim.
+		EgressDir: filepath.Join(filepath.Dir(workspaceRoot), "egress"),
+		Relay:     filepath.Join(filepath.Dir(shim), "sandboxd-relay"),
 	}
 }
 
@@ -175,6 +196,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("helper config: symlink %+v needs an absolute path and a target", s)
 		}
 	}
+	if (c.EgressDir == "") != (c.Relay == "") {
+		return errors.New("helper config: egress_dir and relay are set together or not at all")
+	}
+	for name, p := range map[string]string{"egress_dir": c.EgressDir, "relay": c.Relay} {
+		if p != "" && (!filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/") {
+			return fmt.Errorf("helper config: %s %q must be a clean absolute path other than /", name, p)
+		}
+	}
 	if len(c.Runtimes) == 0 {
 		return errors.New("helper config: no runtimes")
 	}
@@ -182,7 +211,8 @@ func (c *Config) Validate() error {
 		if len(rt.Argv) == 0 || !filepath.IsAbs(rt.Argv[0]) {
 			return fmt.Errorf("helper config: runtime %q needs an absolute argv[0]", name)
 		}
-		if rt.CodeFile == "" || strings.ContainsAny(rt.CodeFile, "/\x00") || rt.CodeFile == "." || rt.CodeFile == ".." || rt.CodeFile == "env" || rt.CodeFile == "exec" {
+		if rt.CodeFile == "" || strings.ContainsAny(rt.CodeFile, "/\x00") || rt.CodeFile == "." || rt.CodeFile == ".." || rt.CodeFile == "env" || rt.CodeFile == "exec" ||
+			rt.CodeFile == "relay" || rt.CodeFile == "egress" {
 			return fmt.Errorf("helper config: runtime %q code_file %q must be a plain file name", name, rt.CodeFile)
 		}
 	}

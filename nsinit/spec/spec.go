@@ -43,8 +43,13 @@ const (
 	FDRelease = 6
 )
 
-// Network modes.
-const NetworkNone = "none"
+// Network modes. "none": only loopback. "egress": only loopback too, plus
+// a relay on 127.0.0.1 that reaches the supervisor's allowlist proxy over a
+// Unix socket in the exec's egress directory.
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
 
 // LaunchSpec is what the supervisor may ask for. Every field is validated by
 // the helper against its own config before use.
@@ -62,8 +67,12 @@ type LaunchSpec struct {
 	// []byte, so it travels base64-encoded: a fixed 4/3 overhead instead of
 	// JSON's up-to-6x escaping of control characters.
 	Code []byte `json:"code"`
-	// Network is the network mode; only "none" exists.
+	// Network is the network mode: NetworkNone or NetworkEgress.
 	Network string `json:"network"`
+	// Egress names the exec's socket directory below the helper's
+	// configured egress_dir (one path component); set exactly when Network
+	// is "egress". Never a host path.
+	Egress string `json:"egress,omitempty"`
 	// TmpSizeBytes sizes the sandbox's /tmp tmpfs; clamped by the helper's config.
 	TmpSizeBytes int64 `json:"tmp_size_bytes"`
 	// Process carries the payload's request environment (NAME=value, names
@@ -169,7 +178,16 @@ func (s *LaunchSpec) Validate() error {
 	if s.Runtime == "" {
 		return errors.New("runtime is required")
 	}
-	if s.Network != NetworkNone {
+	switch s.Network {
+	case NetworkNone:
+		if s.Egress != "" {
+			return errors.New("egress is set, but network is \"none\"")
+		}
+	case NetworkEgress:
+		if !isToken(s.Egress) {
+			return fmt.Errorf("egress %q: want one path component of [A-Za-z0-9_-]", s.Egress)
+		}
+	default:
 		return fmt.Errorf("network mode %q not supported", s.Network)
 	}
 	if s.TmpSizeBytes < 0 {

@@ -1,0 +1,17 @@
+// Package egress is the host side of a sandbox's only way out: an HTTP
+// CONNECT and plain-HTTP forward proxy that the supervisor runs, one
+// listener per exec, reached from inside the sandbox over a Unix socket
+// through the in-sandbox relay (nsinit/relay).
+//
+// It owns the operator's allowlist, the classification of resolved
+// addresses, the TLS SNI check inside a CONNECT, per-exec limits
+// (connections, bytes, the exec's lifetime) and one Record per connection
+// attempt, allowed or refused.
+//
+// It must never trust a byte the relay sends (invariant I12: bounded reads,
+// strict parsing, every limit enforced here), never resolve a name twice
+// for one connection (it dials exactly the address it checked, so there is
+// no DNS-rebinding window), never terminate TLS, and never reach an address
+// that is not public unless a TESTONLY switch, honoured only in a binary
+// built with the sandboxd_testonly tag, says so.
+package egress

@@ -1,0 +1,199 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+// Resolver is what the proxy resolves names with (*net.Resolver fits).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Dialer is what the proxy connects with (*net.Dialer fits). It is only
+// ever given an address literal, never a name.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Limits bound one exec's use of the proxy. Together with the exec's own
+// timeout (the context Serve runs under) they are the per-exec limits.
+type Limits struct {
+	// MaxConns is the number of connection attempts (allowed or refused)
+	// served; later ones are closed unread and counted in Dropped.
+	MaxConns int
+	// MaxBytes bounds the bytes relayed, both directions, over all of the
+	// exec's connections.
+	MaxBytes int64
+}
+
+// DefaultLimits are used for a zero Limits field.
+var DefaultLimits = Limits{MaxConns: 64, MaxBytes: 256 << 20}
+
+// Timeouts of one connection. headTimeout bounds how long a relay may
+// take to send a request head or a ClientHello (slowloris); dialTimeout
+// bounds one connect.
+const (
+	headTimeout = 10 * time.Second
+	dialTimeout = 10 * time.Second
+	// maxHead bounds a request line and headers (I12).
+	maxHead = 16 << 10
+)
+
+// Config is the proxy's operator configuration.
+type Config struct {
+	Allow    Allowlist
+	Resolver Resolver // default net.DefaultResolver
+	Dialer   Dialer   // default a net.Dialer with dialTimeout
+	Limits   Limits
+	// TestOnly, when non-nil, is honoured only in test binaries.
+	TestOnly *TestOnly
+}
+
+// Proxy holds the configuration shared by every exec's listener.
+type Proxy struct {
+	cfg Config
+}
+
+// New checks cfg and returns a Proxy. A TestOnly switch in a binary that
+// may not honour it is an error, never silently ignored.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.TestOnly != nil && !testOnlyAllowed() {
+		return nil, fmt.Errorf("%w: egress TESTONLY switches in a production binary", errdefs.ErrInvalid)
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.Dialer == nil {
+		cfg.Dialer = &net.Dialer{Timeout: dialTimeout}
+	}
+	if cfg.Limits.MaxConns <= 0 {
+		cfg.Limits.MaxConns = DefaultLimits.MaxConns
+	}
+	if cfg.Limits.MaxBytes <= 0 {
+		cfg.Limits.MaxBytes = DefaultLimits.MaxBytes
+	}
+	return &Proxy{cfg: cfg}, nil
+}
+
+// Allowlist returns the operator's allowlist.
+func (p *Proxy) Allowlist() Allowlist { return p.cfg.Allow }
+
+// Record is one connection attempt, allowed or refused.
+type Record struct {
+	Method   string        // CONNECT, or the plain-HTTP method
+	Host     string        // as requested (normalised when valid)
+	Port     int           // as requested; 0 when unparseable
+	Address  string        // the resolved address dialled or refused; "" if none
+	Allowed  bool          // the proxy connected (or would have, had the dial worked)
+	Reason   string        // why it was refused or closed, or the rule that allowed it
+	BytesOut int64         // sandbox → destination
+	BytesIn  int64         // destination → sandbox
+	Start    time.Time     // when the connection was accepted
+	Duration time.Duration // until both sides were closed
+}
+
+// Exec serves one exec's listener and keeps its records.
+type Exec struct {
+	p      *Proxy
+	id     string
+	report func(Record)
+
+	mu       sync.Mutex
+	records  []Record
+	attempts int
+	dropped  int
+	budget   int64 // bytes left, both directions
+	resolves map[string]int
+}
+
+// NewExec returns the proxy state of one exec. report, if non-nil, is
+// called once per finished Record (from the connection's goroutine), for
+// the audit trail.
+func (p *Proxy) NewExec(execID string, report func(Record)) *Exec {
+	return &Exec{p: p, id: execID, report: report, budget: p.cfg.Limits.MaxBytes, resolves: map[string]int{}}
+}
+
+// ID is the exec id the records belong to.
+func (e *Exec) ID() string { return e.id }
+
+// Records returns the finished records so far, in order of completion.
+func (e *Exec) Records() []Record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Record(nil), e.records...)
+}
+
+// Dropped is the number of connections closed unread over MaxConns.
+func (e *Exec) Dropped() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dropped
+}
+
+// Serve accepts connections on l until ctx ends (the exec finished or
+// timed out), then closes l and every open connection and returns once
+// all are recorded.
+func (e *Exec) Serve(ctx context.Context, l net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("egress %s: accept: %w", e.id, err)
+		}
+		if !e.admit() {
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.handle(ctx, c)
+		}()
+	}
+}
+
+// admit counts an attempt against MaxConns.
+func (e *Exec) admit() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.attempts >= e.p.cfg.Limits.MaxConns {
+		e.dropped++
+		return false
+	}
+	e.attempts++
+	return true
+}
+
+// spend takes n bytes from the exec's budget; false once it is exhausted.
+func (e *Exec) spend(n int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.budget -= int64(n)
+	return e.budget >= 0
+}
+
+func (e *Exec) finish(r Record) {
+	r.Duration = time.Since(r.Start)
+	e.mu.Lock()
+	e.records = append(e.records, r)
+	e.mu.Unlock()
+	if e.report != nil {
+		e.report(r)
+	}
+}

@@ -1,0 +1,427 @@
+package integration
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// The egress tests never send a packet to a non-loopback address: every
+// name resolves, through the TESTONLY resolver, to 127.0.0.2 (which the
+// TESTONLY switch lets the proxy reach) or to an address the proxy must
+// refuse before dialling; the raw TCP and UDP attempts run inside the
+// sandbox, whose only interface is lo (checked first), so they fail with
+// "network unreachable" in the kernel.
+
+// internet is the loopback stand-in for the internet: one plain-HTTP and
+// one HTTPS server on 127.0.0.2, serving a PEP 503 index with one wheel.
+type internet struct {
+	httpPort, httpsPort int
+	caPEM               []byte
+	hits                atomic.Int64
+	wheel               []byte
+}
+
+const wheelName = "demo-1.0-py3-none-any.whl"
+
+func startInternet(t *testing.T) *internet {
+	t.Helper()
+	in := &internet{wheel: buildWheel(t)}
+	cert, caPEM := testCert(t, "pypi.test")
+	in.caPEM = caPEM
+	sum := sha256.Sum256(in.wheel)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/simple/demo/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s#sha256=%s">%s</a></body></html>`, wheelName, hex.EncodeToString(sum[:]), wheelName)
+	})
+	mux.HandleFunc("/files/"+wheelName, func(w http.ResponseWriter, r *http.Request) { w.Write(in.wheel) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s", r.Host) })
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { in.hits.Add(1); mux.ServeHTTP(w, r) })
+
+	pl, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, ts := &http.Server{Handler: h}, &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	go ps.Serve(pl)
+	go ts.ServeTLS(tl, "", "")
+	t.Cleanup(func() { ps.Close(); ts.Close() })
+	in.httpPort, in.httpsPort = pl.Addr().(*net.TCPAddr).Port, tl.Addr().(*net.TCPAddr).Port
+	return in
+}
+
+// testCert makes a CA and a leaf for name, valid for an hour.
+func testCert(t *testing.T, name string) (tls.Certificate, []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sandboxd egress test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// buildWheel makes a minimal valid wheel of package "demo" 1.0.
+func buildWheel(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	files := map[string]string{
+		"demo/__init__.py":            "X = 1\n",
+		"demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+		"demo-1.0.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: sandboxd-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+	}
+	var record strings.Builder
+	for _, name := range []string{"demo/__init__.py", "demo-1.0.dist-info/METADATA", "demo-1.0.dist-info/WHEEL"} {
+		w, _ := z.Create(name)
+		w.Write([]byte(files[name]))
+		sum := sha256.Sum256([]byte(files[name]))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", name, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[name]))
+	}
+	record.WriteString("demo-1.0.dist-info/RECORD,,\n")
+	w, _ := z.Create("demo-1.0.dist-info/RECORD")
+	w.Write([]byte(record.String()))
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// startEgressSupervisor builds the supervisor with the sandboxd_testonly tag
+// (the only build that honours the TESTONLY switches) and starts it.
+func startEgressSupervisor(t *testing.T, in *installation, net *internet) *supervisor {
+	t.Helper()
+	bin := in.path("bin/sandboxd-testonly")
+	if _, err := os.Stat(bin); err != nil {
+		cmd := exec.Command("go", "build", "-tags", "sandboxd_testonly", "-o", bin, "./cmd/sandboxd")
+		cmd.Dir = in.repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("build the test-only supervisor: %v\n%s", err, out)
+		}
+	}
+	p, s := net.httpPort, net.httpsPort
+	allow := fmt.Sprintf("pypi.test:%d,pypi.test:%d,localhost:%d,private.test:%d,rebind.test:%d,127.0.0.2:%d", p, s, p, p, p, p)
+	allow = strings.TrimSuffix(allow, fmt.Sprintf(",127.0.0.2:%d", p)) // IP literals cannot even be listed
+	return in.startSupervisor(t, supervisorOpts{
+		bin:   "bin/sandboxd-testonly",
+		extra: []string{"--egress-allow", allow, "--egress-allow-uid", "0"},
+		env: []string{
+			"TESTONLY_EGRESS_RESOLVE=pypi.test=127.0.0.2,off.test=127.0.0.2,localhost=127.0.0.1,private.test=10.0.0.1,rebind.test=127.0.0.2;10.0.0.1",
+			"TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2",
+		},
+	})
+}
+
+func (n *internet) files() []map[string]any {
+	return []map[string]any{{"path": "ca.pem", "content_base64": base64.StdEncoding.EncodeToString(n.caPEM)}}
+}
+
+func egressExec(t *testing.T, s *supervisor, lang, code string, n *internet) execResult {
+	t.Helper()
+	r := s.exec(map[string]any{"language": lang, "code": code, "network": "egress", "files": n.files(),
+		"env": map[string]string{"NODE_EXTRA_CA_CERTS": "/workspace/ca.pem"}, "timeout_ms": 60000})
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec failed: exit %v signal %v\nstdout: %s\nstderr: %s", r.ExitCode, r.Signal, r.Stdout, r.Stderr)
+	}
+	if r.Network == nil || r.Network.Mode != "egress" {
+		t.Fatalf("result has no network object: %+v", r.Network)
+	}
+	return r
+}
+
+func conns(r execResult, allowed bool) []api.Connection {
+	var out []api.Connection
+	for _, c := range r.Network.Connections {
+		if c.Allowed == allowed {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestEgress(t *testing.T) {
+	in := setup(t)
+	n := startInternet(t)
+	s := startEgressSupervisor(t, in, n)
+	hp, sp := n.httpPort, n.httpsPort
+
+	t.Run("urllib", func(t *testing.T) {
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import ssl, urllib.request
+print(urllib.request.urlopen("http://pypi.test:%d/plain").read().decode())
+ctx = ssl.create_default_context(cafile="/workspace/ca.pem")
+print(urllib.request.urlopen("https://pypi.test:%d/tls", context=ctx).read().decode())
+`, hp, sp), n)
+		if strings.Count(r.Stdout, "hello from pypi.test") != 2 || len(conns(r, true)) != 2 {
+			t.Fatalf("stdout %q, connections %+v", r.Stdout, r.Network.Connections)
+		}
+		for _, c := range conns(r, true) {
+			if c.BytesIn == 0 || c.BytesOut == 0 {
+				t.Errorf("connection without bytes: %+v", c)
+			}
+		}
+	})
+
+	t.Run("requests", func(t *testing.T) {
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import requests
+print(requests.get("https://pypi.test:%d/req", verify="/workspace/ca.pem", timeout=20).text)
+`, sp), n)
+		if !strings.Contains(r.Stdout, "hello from pypi.test") {
+			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("pip download", func(t *testing.T) {
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import subprocess, sys, os
+p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--disable-pip-version-check",
+    "--index-url", "https://pypi.test:%d/simple/", "--cert", "/workspace/ca.pem", "-d", "/tmp/dl", "demo"],
+    capture_output=True, text=True)
+print(p.returncode, p.stdout, p.stderr)
+print(os.listdir("/tmp/dl") if os.path.isdir("/tmp/dl") else "no dir")
+`, sp), n)
+		if !strings.Contains(r.Stdout, wheelName) || !strings.HasPrefix(r.Stdout, "0 ") {
+			t.Fatalf("pip download: %s\n%s", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("node", func(t *testing.T) {
+		// Node 20's fetch ignores the proxy variables (its NODE_USE_ENV_PROXY
+		// arrived in Node 24); a Node program talks to the proxy the
+		// variables name, as an http client with proxy support does.
+		r := egressExec(t, s, "javascript", fmt.Sprintf(`
+const http = require("http");
+const proxy = new URL(process.env.HTTP_PROXY);
+const major = Number(process.versions.node.split(".")[0]);
+(async () => {
+  if (major >= 24) {
+    const res = await fetch("http://pypi.test:%[1]d/fetch");
+    console.log("fetch", await res.text());
+  }
+  http.get({host: proxy.hostname, port: proxy.port, path: "http://pypi.test:%[1]d/node", headers: {Host: "pypi.test:%[1]d"}}, res => {
+    let b = ""; res.on("data", d => b += d); res.on("end", () => console.log(res.statusCode, b));
+  });
+})();
+`, hp), n)
+		if !strings.Contains(r.Stdout, "200 hello from pypi.test") {
+			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		before := n.hits.Load()
+		targets := []struct{ url, why string }{
+			{fmt.Sprintf("http://off.test:%d/", hp), "not on the operator's egress allowlist"},
+			{fmt.Sprintf("http://127.0.0.2:%d/", hp), "IP literal"},
+			{fmt.Sprintf("http://localhost:%d/", hp), "loopback"},
+			{"http://169.254.169.254/latest/meta-data/", "IP literal"},
+			{"http://10.0.0.1/", "IP literal"},
+			{fmt.Sprintf("http://private.test:%d/", hp), "10.0.0.1, a private address"},
+			{fmt.Sprintf("http://rebind.test:%d/first", hp), ""},
+			{fmt.Sprintf("http://rebind.test:%d/second", hp), "10.0.0.1, a private address"},
+		}
+		var urls []string
+		for _, tg := range targets {
+			urls = append(urls, tg.url)
+		}
+		enc, _ := json.Marshal(urls)
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import urllib.request, urllib.error
+for u in %s:
+    try:
+        print("OK", u, urllib.request.urlopen(u, timeout=20).status)
+    except urllib.error.HTTPError as e:
+        print("REFUSED", u, e.code, e.read().decode().strip())
+`, enc), n)
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		if len(lines) != len(targets) {
+			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+		for i, tg := range targets {
+			if tg.why == "" {
+				if !strings.HasPrefix(lines[i], "OK ") {
+					t.Errorf("%s: %s", tg.url, lines[i])
+				}
+				continue
+			}
+			if !strings.HasPrefix(lines[i], "REFUSED "+tg.url+" 403 sandboxd egress proxy refused") || !strings.Contains(lines[i], tg.why) {
+				t.Errorf("%s: %q, want a 403 saying %q", tg.url, lines[i], tg.why)
+			}
+		}
+		if got := n.hits.Load() - before; got != 1 {
+			t.Errorf("the stand-in internet saw %d requests, want 1 (the first rebind.test lookup)", got)
+		}
+		if len(conns(r, false)) != len(targets)-1 {
+			t.Errorf("refused connection records: %+v", r.Network.Connections)
+		}
+		// The audit trail has one egress record per attempt, with the reason.
+		var recs int
+		for _, rec := range s.auditRecords() {
+			if rec["exec_id"] == r.ID && rec["step"] == "egress" {
+				recs++
+				f, _ := rec["facts"].(map[string]any)
+				if rec["ok"] == false && (rec["error"] == "" || f["reason"] == "") {
+					t.Errorf("refused egress record without a reason: %v", rec)
+				}
+			}
+		}
+		if recs != len(targets) {
+			t.Errorf("%d egress audit records, want %d", recs, len(targets))
+		}
+		// The chain, egress records included, verifies (facts decoded strictly).
+		if out, code := sandboxctlAudit(t, in, "verify", s.audit); code != 0 {
+			t.Errorf("audit verify: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("SNI must be the CONNECT host", func(t *testing.T) {
+		before := n.hits.Load()
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import socket, ssl
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT pypi.test:%d HTTP/1.1\r\nHost: pypi.test:%d\r\n\r\n")
+print(s.recv(100).split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context(cafile="/workspace/ca.pem")
+ctx.check_hostname = False
+try:
+    ctx.wrap_socket(s, server_hostname="evil.example").do_handshake()
+    print("HANDSHAKE")
+except (OSError, ssl.SSLError) as e:
+    print("closed")
+`, sp, sp), n)
+		if r.Stdout != "HTTP/1.1 200 Connection established\nclosed\n" {
+			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+		if c := r.Network.Connections; len(c) != 1 || c[0].Allowed || !strings.Contains(c[0].Reason, `"evil.example" does not match the CONNECT host pypi.test`) {
+			t.Errorf("connections: %+v", c)
+		}
+		if got := n.hits.Load() - before; got != 0 {
+			t.Errorf("the stand-in internet saw %d requests", got)
+		}
+	})
+
+	t.Run("no other way out", func(t *testing.T) {
+		// Only after checking that lo is the sandbox's only interface does
+		// the payload try anything: a packet can then not leave the host.
+		r := egressExec(t, s, "python", `
+import socket, sys
+ifs = [n for _, n in socket.if_nameindex()]
+if ifs != ["lo"]:
+    print("ABORT interfaces", ifs); sys.exit(0)
+for what, fam, typ, addr in [("tcp", socket.AF_INET, socket.SOCK_STREAM, ("93.184.216.34", 80)),
+                             ("udp", socket.AF_INET, socket.SOCK_DGRAM, ("8.8.8.8", 53)),
+                             ("tcp6", socket.AF_INET6, socket.SOCK_STREAM, ("2606:4700::1", 443))]:
+    s = socket.socket(fam, typ)
+    s.settimeout(5)
+    try:
+        if typ == socket.SOCK_DGRAM:
+            s.sendto(b"x", addr)
+        else:
+            s.connect(addr)
+        print(what, "CONNECTED")
+    except OSError as e:
+        print(what, "errno", e.errno)
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    print("dns RESOLVED")
+except OSError as e:
+    print("dns failed")
+`, n)
+		want := "tcp errno 101\nudp errno 101\ntcp6 errno 101\ndns failed"
+		if strings.TrimSpace(r.Stdout) != want {
+			t.Fatalf("stdout %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
+		}
+		if len(r.Network.Connections) != 0 {
+			t.Errorf("the proxy saw connections: %+v", r.Network.Connections)
+		}
+	})
+
+	t.Run("network none unchanged", func(t *testing.T) {
+		status, body := s.do("POST", "/v1/exec", py(`
+import os, socket
+print(sorted(k for k in os.environ if "proxy" in k.lower()), os.path.exists("/run/sandboxd/egress"), os.path.exists("/run/sandboxd/relay"))
+s = socket.socket(); s.settimeout(2)
+print(s.connect_ex(("127.0.0.1", 3128)))
+`))
+		if status != 200 || strings.Contains(string(body), `"network"`) {
+			t.Fatalf("status %d body %s", status, body)
+		}
+		var r execResult
+		json.Unmarshal(body, &r)
+		if r.Stdout != "[] False False\n111\n" {
+			t.Fatalf("network none sandbox: %q %q", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("production binary refuses TESTONLY", func(t *testing.T) {
+		cmd := exec.Command(in.path("bin/sandboxd"), "--socket", in.path("run", "testonly-"+randID()+".sock"),
+			"--state-dir", in.path("state"), "--audit-log", in.path("state/logs", "audit-testonly-"+randID()+".log"),
+			"--helper", in.path("libexec", "nsinit"), "--helper-config", in.path("etc/nsinit.json"),
+			"--cgroup-parent", in.cgroupParent, "--egress-allow", "pypi.test")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+		done := make(chan struct{})
+		var out []byte
+		var err error
+		go func() { out, err = cmd.CombinedOutput(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("the production supervisor started with a TESTONLY switch set:\n%s", out)
+		}
+		if err == nil || !strings.Contains(string(out), "not built for tests") {
+			t.Fatalf("err %v, output:\n%s", err, out)
+		}
+	})
+
+	t.Run("forbidden without --egress-allow-uid", func(t *testing.T) {
+		s2 := in.startSupervisor(t, supervisorOpts{extra: []string{"--egress-allow", "pypi.test"}})
+		status, body := s2.do("POST", "/v1/exec", map[string]any{"language": "python", "code": "1", "network": "egress"})
+		if status != 403 || !strings.Contains(string(body), "egress") {
+			t.Fatalf("status %d body %s", status, body)
+		}
+	})
+}
