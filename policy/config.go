@@ -99,6 +99,9 @@ type Config struct {
 	// supervisor's own uid; a gid matches the peer's primary group.
 	AllowUIDs []int
 	AllowGIDs []int
+	// AdminUIDs may read and change the live settings (GET/PATCH
+	// /v1/admin/settings) besides root and the supervisor's own uid.
+	AdminUIDs []int
 
 	// StateDir holds workspaces, sessions and, by default, the audit log.
 	StateDir string
@@ -334,6 +337,7 @@ func settings() []setting {
 		{"socket-group", "group (name or gid) given to the socket, mode 0660", func(c *Config) flag.Value { return (*stringValue)(&c.SocketGroup) }},
 		{"allow-uid", "uid allowed to use the API besides root and the supervisor's own uid (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowUIDs} }},
 		{"allow-gid", "primary gid allowed to use the API (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowGIDs} }},
+		{"admin-uid", "uid allowed to read and change the live admin settings besides root and the supervisor's own uid (repeatable or comma list); it must also be allowed to use the API", func(c *Config) flag.Value { return &idListValue{p: &c.AdminUIDs} }},
 		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
 		{"audit-log", "audit log path (default <state-dir>/audit/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
 		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
@@ -490,6 +494,11 @@ func (c Config) Validate() error {
 	for _, id := range c.AllowUIDs {
 		if id < 0 || id > maxUnixID {
 			bad("allow-uid", "%d is not a valid uid (0..%d)", id, maxUnixID)
+		}
+	}
+	for _, id := range c.AdminUIDs {
+		if id < 0 || id > maxUnixID {
+			bad("admin-uid", "%d is not a valid uid (0..%d)", id, maxUnixID)
 		}
 	}
 	for _, id := range c.AllowGIDs {
