@@ -101,15 +101,17 @@ func RedactSetting(key string, v any) any {
 	return "set"
 }
 
-// archiveBackends are the backends an admin may choose, given the
-// operator's configuration: none always; local always (its directory is
-// the operator's); s3 only when the operator configured S3 at start.
+// archiveBackends are the backends an admin may choose: the one the
+// operator started with (its store is open: a local directory, or S3 with
+// the operator's endpoint and credentials) and none, which stops archiving
+// and restoring for new sessions. Another backend needs its store opened at
+// start, so the operator chooses it: S3 endpoints and credentials are never
+// accepted over the API.
 func archiveBackends(op Config) []string {
-	b := []string{"local", "none"}
-	if op.S3Bucket != "" && op.S3Endpoint != "" {
-		b = append(b, "s3")
+	if op.ArchiveBackend == "none" {
+		return []string{"none"}
 	}
-	return b
+	return []string{op.ArchiveBackend, "none"}
 }
 
 func settingInvalid(format string, args ...any) error {
@@ -163,8 +165,8 @@ func applyOne(op Config, next *Overrides, key string, v json.RawMessage) error {
 		}
 		allowed := archiveBackends(op)
 		if !slices.Contains(allowed, b) {
-			if b == "s3" {
-				return settingInvalid("%s: s3 needs the S3 parameters the operator sets at start (--s3-endpoint, --s3-bucket); they are never accepted over the API", key)
+			if b == "local" || b == "s3" {
+				return settingInvalid("%s: %q is not one of %s: the operator chooses the backend at start (--archive-backend; for s3 also --s3-endpoint, --s3-bucket and credentials, which are never accepted over the API)", key, b, strings.Join(allowed, ", "))
 			}
 			return settingInvalid("%s: %q is not one of %s", key, b, strings.Join(allowed, ", "))
 		}

@@ -21,7 +21,7 @@ func opConfig() Config {
 
 func TestApplyPatchValidation(t *testing.T) {
 	s3 := opConfig()
-	s3.S3Endpoint, s3.S3Bucket = "http://127.0.0.1:9000", "b"
+	s3.ArchiveBackend, s3.S3Endpoint, s3.S3Bucket = "s3", "http://127.0.0.1:9000", "b"
 	for _, tc := range []struct {
 		name, patch string
 		op          *Config
@@ -46,6 +46,7 @@ func TestApplyPatchValidation(t *testing.T) {
 		{"backend none", `{"archive_backend": "none"}`, nil, ""},
 		{"backend bogus", `{"archive_backend": "ftp"}`, nil, `"ftp" is not one of local, none`},
 		{"s3 unconfigured", `{"archive_backend": "s3"}`, nil, "never accepted over the API"},
+		{"local when s3", `{"archive_backend": "local"}`, &s3, "the operator chooses the backend"},
 		{"s3 configured", `{"archive_backend": "s3"}`, &s3, ""},
 		{"default above new max", `{"exec_timeout_max_ms": 10000}`, nil, "above exec_timeout_max_ms 10000"},
 		{"both lowered", `{"exec_timeout_max_ms": 10000, "exec_timeout_ms": 5000}`, nil, ""},
@@ -100,7 +101,7 @@ func TestEffectiveAndReclamp(t *testing.T) {
 		{"default above lowered max", Overrides{Ints: map[string]int64{SettingExecTimeout: 20000, SettingExecTimeoutMax: 30000}},
 			func(c *Config) { c.ExecTimeoutMaxMS = 10000; c.ExecTimeoutMS = 10000 },
 			func(c Config) bool { return c.ExecTimeoutMS == 10000 && c.ExecTimeoutMaxMS == 10000 }, 2},
-		{"s3 no longer configured", Overrides{ArchiveBackend: "s3"}, nil,
+		{"backend no longer the operator's", Overrides{ArchiveBackend: "s3"}, nil,
 			func(c Config) bool { return c.ArchiveBackend == "local" }, 1},
 		{"unknown dropped", Overrides{Ints: map[string]int64{"memory": 1}}, nil, func(Config) bool { return true }, 1},
 	} {

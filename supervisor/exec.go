@@ -40,7 +40,7 @@ type decision struct {
 // decideExec runs the decide step (policy.Decide, pure) and turns its
 // Decision into the LaunchRequest the supervisor carries out.
 func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
-	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, caller, s.cfg)
+	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, caller, s.liveConfig())
 	if err != nil {
 		return decision{facts: d.Facts}, toAPI(err)
 	}
@@ -132,7 +132,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 		case ctx.Err() != nil:
 			apiE = apiErr(api.CodeInvalidArgument, "the client went away while the exec waited for a slot")
 		default:
-			apiE = limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.cfg.MaxConcurrentExecs))
+			apiE = limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.gate.Max()))
 		}
 	}
 	defer release()

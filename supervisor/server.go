@@ -51,6 +51,7 @@ type Server struct {
 	egress   *egressHost   // nil: no egress proxy (SetEgress)
 	limits   *callerLimits
 	refusals *audit.RefusalLimiter // nil without a sink
+	live     *liveSettings         // admin overrides (settings.go)
 	handler  http.Handler
 
 	shutdownGrace time.Duration
@@ -76,6 +77,7 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 		gate:          admission.New(cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs, cfg.QueueShare()),
 		shutdownGrace: defaultShutdownGrace,
 		killGrace:     defaultKillGrace,
+		live:          newLiveSettings(cfg),
 	}
 	s.limits = newCallerLimits(cfg.MaxConnections, cfg.MaxConnectionsPerCaller, cfg.CallerBodyBudget, log)
 	s.limits.refused = s.connRefused
@@ -100,6 +102,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/exec", s.handleExec)
 	mux.Handle("/v1/exec", methodNotAllowedHandler("POST"))
 	s.sessionRoutes(mux)
+	s.settingsRoutes(mux)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.Handle("/metrics", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -239,6 +242,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("write metrics", "err", err)
 	}
 	s.limits.writeMetrics(w)
+	s.live.writeMetrics(w)
 	if s.sessions != nil && s.sessions.Archives() != nil {
 		s.sessions.Archives().WriteMetrics(w)
 	}

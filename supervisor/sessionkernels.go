@@ -133,7 +133,7 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		s.sessions.setKernel(sess, lang, nil)
 		old.sb.Stop()
 	}
-	base := LaunchRequest{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.cfg.ExecTimeoutMS),
+	base := LaunchRequest{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
 		Env: map[string]string{}, Network: api.NetworkNone, SessionWorkspace: sess.WorkspaceName()}
 	req, err := kernelLaunch(base)
 	var k *kernel

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -112,6 +113,9 @@ type SessionStore struct {
 	metaDir  string
 	wsRoot   string
 	archives *archive.Observed // nil: archives off
+	// archivesOff is the admin's archive_backend "none" (settings.go):
+	// keyed sessions are neither restored nor archived while it is set.
+	archivesOff atomic.Bool
 }
 
 // OpenSessionStore loads every session persisted in the state directory.
@@ -245,7 +249,9 @@ func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, e
 // ClampTTL applies the default and the operator's cap (clamped, as the API
 // says, not refused).
 func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
+	st.mu.Lock() // an admin may change the default live (settings.go)
 	ttl := st.cfg.TTLDefault
+	st.mu.Unlock()
 	if req != nil {
 		ttl = *req
 	}
@@ -304,7 +310,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		return fail(fmt.Errorf("create workspace: %w", err))
 	}
 	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
-	if key != "" && st.archives != nil {
+	if key != "" && st.archives != nil && !st.archivesOff.Load() {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
 		if err := st.restore(s, caller); err != nil {
@@ -547,7 +553,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	st.stopKernels(s)
 
 	facts := map[string]any{"why": why}
-	if s.Key != "" && st.archives != nil {
+	if s.Key != "" && st.archives != nil && !st.archivesOff.Load() {
 		st.archive(s, caller, facts)
 	}
 	err := RemoveWorkspace(st.WorkspaceDir(s))

@@ -136,6 +136,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
+	if err := srv.LoadSettings(cfg.StateDir); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go sessions.RunReaper(ctx, time.Second)

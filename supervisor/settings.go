@@ -1,0 +1,239 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
+	"github.com/sandboxd/sandboxd/policy"
+)
+
+// StepSettingsChange is the audit step of an admin settings change: who,
+// and each changed key's old and new effective value (secrets only as
+// set/unset, policy.RedactSetting).
+const StepSettingsChange = "settings.change"
+
+// SettingsFileName is where the admin overrides persist, in the sessions
+// directory of the state directory: that directory is the service user's
+// in every recipe (the state directory itself is root-owned), and the
+// session loader reads only *.json there, so it never takes this file for a
+// session.
+const SettingsFileName = "admin-settings.state"
+
+// liveSettings holds the admin's overrides of the operator's configuration
+// and the effective configuration new execs and sessions read. op is the
+// operator's configuration: every override stays under its values.
+type liveSettings struct {
+	op   policy.Config
+	def  policy.Config
+	path string // "": not persisted (LoadSettings not called)
+
+	mu      sync.Mutex // serialises changes; readers use eff
+	ov      policy.Overrides
+	eff     atomic.Pointer[policy.Config]
+	changes atomic.Uint64
+}
+
+func newLiveSettings(op policy.Config) *liveSettings {
+	l := &liveSettings{op: op, def: policy.Defaults(), ov: policy.Overrides{Ints: map[string]int64{}}}
+	eff := op
+	l.eff.Store(&eff)
+	return l
+}
+
+// liveConfig is the configuration in force now: the operator's with the
+// admin's overrides. Read it once per request, so one request sees one set.
+func (s *Server) liveConfig() policy.Config { return *s.live.eff.Load() }
+
+// LoadSettings reads the overrides persisted in stateDir, re-clamps them
+// against the operator's caps (which may have been lowered since) and
+// applies them. A missing file means no overrides; an unreadable or
+// corrupt one is an error: starting with the operator's looser values
+// instead of the admin's tighter ones would silently undo a tightening.
+func (s *Server) LoadSettings(stateDir string) error {
+	l := s.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.path = filepath.Join(stateDir, "sessions", SettingsFileName)
+	b, err := os.ReadFile(l.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read admin settings: %w", err)
+	}
+	var ov policy.Overrides
+	if err := json.Unmarshal(b, &ov); err != nil {
+		return fmt.Errorf("admin settings %s: %w (fix or remove the file)", l.path, err)
+	}
+	ov, notes := policy.Reclamp(l.op, ov)
+	for _, n := range notes {
+		s.log.Warn("admin setting re-clamped at start", "change", n)
+	}
+	l.ov = ov
+	s.applyLive(policy.Effective(l.op, ov))
+	s.log.Info("admin settings loaded", "path", l.path, "overrides", len(ov.Ints)+btoi(ov.ArchiveBackend != ""))
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// applyLive makes eff the configuration of new execs and sessions: the
+// decide step reads it per request, admission's max takes effect as running
+// execs finish, the session store's max and default TTL at the next create.
+func (s *Server) applyLive(eff policy.Config) {
+	s.live.eff.Store(&eff)
+	s.gate.SetMax(eff.MaxConcurrentExecs)
+	if s.sessions != nil {
+		s.sessions.setLive(eff)
+	}
+}
+
+// setLive changes the store's limits for the sessions created from now on.
+func (st *SessionStore) setLive(eff policy.Config) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.cfg.MaxSessions = eff.MaxSessions
+	st.cfg.MaxPerCaller = eff.SessionShare()
+	st.cfg.TTLDefault = eff.IdleTTLSeconds
+	st.archivesOff.Store(eff.ArchiveBackend == "none")
+}
+
+func (s *Server) settingsRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+api.AdminSettingsPath, s.adminOnly(s.handleSettingsGet))
+	mux.HandleFunc("PATCH "+api.AdminSettingsPath, s.adminOnly(s.handleSettingsPatch))
+	mux.Handle(api.AdminSettingsPath, methodNotAllowedHandler("GET, HEAD, PATCH"))
+}
+
+// isAdmin: root, the supervisor's own uid, and --admin-uid. Being allowed
+// to use the API (--allow-uid/--allow-gid) is not enough.
+func (s *Server) isAdmin(c Caller) bool {
+	return c.UID == 0 || c.UID == s.selfUID || slices.Contains(s.cfg.AdminUIDs, c.UID)
+}
+
+func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		caller, err := callerFrom(r.Context())
+		if err == nil && s.isAdmin(caller) {
+			h(w, r)
+			return
+		}
+		msg := fmt.Sprintf("uid %d is not an admin; the operator can make it one with --admin-uid", caller.UID)
+		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, apiErr(api.CodeForbidden, msg),
+			map[string]any{"method": r.Method, "path": r.URL.Path}))
+		writeError(w, apiErr(api.CodeForbidden, msg))
+	}
+}
+
+func (s *Server) settingsView() api.Settings {
+	s.live.mu.Lock()
+	ov := s.live.ov.Clone()
+	s.live.mu.Unlock()
+	var out api.Settings
+	for _, st := range policy.SettingStates(s.live.def, s.live.op, ov) {
+		out.Settings = append(out.Settings, api.Setting{Key: st.Key, Value: st.Value, Cap: st.Cap, Source: st.Source})
+	}
+	return out
+}
+
+func (s *Server) handleSettingsGet(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.settingsView())
+}
+
+func (s *Server) handleSettingsPatch(w http.ResponseWriter, r *http.Request) {
+	caller, _ := callerFrom(r.Context())
+	body, apiE := readBody(w, r, s.cfg.MaxBodyBytes)
+	if apiE != nil {
+		writeError(w, apiE)
+		return
+	}
+	if err := s.changeSettings(caller, body); err != nil {
+		writeError(w, toAPI(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.settingsView())
+}
+
+// changeSettings validates the patch, persists the new overrides
+// atomically, audits the change and only then applies it. A refused patch
+// changes nothing; when the audit record cannot be written the old file is
+// put back and nothing is applied (no unaudited change).
+func (s *Server) changeSettings(caller Caller, body []byte) error {
+	l := s.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next, err := policy.ApplyPatch(l.op, l.ov, body)
+	if err != nil {
+		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, toAPI(err), nil))
+		return err
+	}
+	oldEff, newEff := policy.Effective(l.op, l.ov), policy.Effective(l.op, next)
+	diff := settingsDiff(l.def, l.op, l.ov, next)
+	if err := l.persist(next); err != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "the settings cannot be persisted, so nothing was changed", "see the supervisor log", err)
+	}
+	rec := s.record(newExecID(), StepSettingsChange, caller, nil, map[string]any{"changes": diff})
+	if err := s.writeAudit(rec); err != nil {
+		s.log.Error("audit of a settings change failed; restoring the old settings", "err", err)
+		if perr := l.persist(l.ov); perr != nil {
+			s.log.Error("restore the old settings file", "err", perr)
+		}
+		return errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing was changed", "check the audit log's disk space and permissions", err)
+	}
+	l.ov = next
+	l.changes.Add(1)
+	s.applyLive(newEff)
+	s.log.Info("admin settings changed", "caller_uid", caller.UID, "changes", diff,
+		"exec_timeout_ms", newEff.ExecTimeoutMS, "was", oldEff.ExecTimeoutMS)
+	return nil
+}
+
+// settingsDiff lists each setting whose effective value or source changed,
+// old -> new, redacted by policy.RedactSetting.
+func settingsDiff(def, op policy.Config, oldOv, newOv policy.Overrides) map[string]any {
+	before := map[string]policy.SettingState{}
+	for _, st := range policy.SettingStates(def, op, oldOv) {
+		before[st.Key] = st
+	}
+	out := map[string]any{}
+	for _, st := range policy.SettingStates(def, op, newOv) {
+		if b := before[st.Key]; b != st {
+			out[st.Key] = map[string]any{"old": b.Value, "new": st.Value, "source": st.Source}
+		}
+	}
+	return out
+}
+
+func (l *liveSettings) persist(ov policy.Overrides) error {
+	if l.path == "" {
+		return nil
+	}
+	b, err := json.Marshal(ov)
+	if err != nil {
+		return fmt.Errorf("encode admin settings: %w", err)
+	}
+	if err := atomicfile.WriteFile(l.path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("persist admin settings: %w", err)
+	}
+	return nil
+}
+
+func (l *liveSettings) writeMetrics(w io.Writer) {
+	fmt.Fprintf(w, "# HELP sandboxd_settings_changes_total Admin settings changes applied.\n# TYPE sandboxd_settings_changes_total counter\nsandboxd_settings_changes_total %d\n", l.changes.Load())
+}
