@@ -49,6 +49,7 @@ Usage:
   sandboxctl files put SESSION WORKSPACE_PATH (LOCAL_FILE | -)
   sandboxctl files get SESSION WORKSPACE_PATH [LOCAL_FILE]
   sandboxctl files ls SESSION [--json] | rm SESSION WORKSPACE_PATH
+  sandboxctl admin settings get | set KEY=VALUE...   (live limits; admins only)
   sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH
   sandboxctl audit verify [--json] [--partial] [FILE...]
   sandboxctl audit show EXEC_ID [--log FILE] [--json]
@@ -146,6 +147,9 @@ func run(ctx context.Context, args []string, io stdio, lookupEnv func(string) (s
 	case "doctor":
 		return cmdDoctor(ctx, args[1:], io, lookupEnv)
 	case "admin":
+		if len(args) > 1 && args[1] == "settings" {
+			return cmdAdminSettings(ctx, args[2:], io, lookupEnv)
+		}
 		return cmdAdmin(args[1:], io)
 	case "audit":
 		return cmdAudit(args[1:], io, lookupEnv)
