@@ -62,6 +62,9 @@ var schemaTypes = map[string]reflect.Type{
 	"Kernel":               reflect.TypeFor[Kernel](),
 	"ErrorCode":            reflect.TypeFor[ErrorCode](),
 	"Error":                reflect.TypeFor[ErrorBody](),
+	"Settings":             reflect.TypeFor[Settings](),
+	"Setting":              reflect.TypeFor[Setting](),
+	"SettingsPatch":        reflect.TypeFor[SettingsPatch](),
 }
 
 func loadOpenAPI(t *testing.T) map[string]any {
@@ -407,6 +410,7 @@ var bodyTypes = []reflect.Type{
 	reflect.TypeFor[ExecRequest](), reflect.TypeFor[ExecResult](), reflect.TypeFor[Health](),
 	reflect.TypeFor[SessionCreateRequest](), reflect.TypeFor[Session](), reflect.TypeFor[SessionList](),
 	reflect.TypeFor[FileList](), reflect.TypeFor[Uploaded](), reflect.TypeFor[ErrorBody](),
+	reflect.TypeFor[Settings](), reflect.TypeFor[SettingsPatch](),
 }
 
 // TestAPIMDExamples: every ```json block of docs/API.md is a body: it

@@ -21,3 +21,16 @@ type Setting struct {
 type Settings struct {
 	Settings []Setting `json:"settings"`
 }
+
+// SettingsPatch documents the body of PATCH /v1/admin/settings: the keys an
+// admin may set. The supervisor decodes the body as a JSON object of key to
+// value so that null can reset a key to the operator's value; S3 endpoints
+// and credentials are deliberately absent (only the operator sets them).
+type SettingsPatch struct {
+	ExecTimeoutMS      *int64  `json:"exec_timeout_ms,omitempty"`
+	ExecTimeoutMaxMS   *int64  `json:"exec_timeout_max_ms,omitempty"`
+	IdleTTLSeconds     *int64  `json:"idle_ttl_seconds,omitempty"`
+	MaxSessions        *int64  `json:"max_sessions,omitempty"`
+	MaxConcurrentExecs *int64  `json:"max_concurrent_execs,omitempty"`
+	ArchiveBackend     *string `json:"archive_backend,omitempty"`
+}

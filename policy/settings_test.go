@@ -3,9 +3,12 @@ package policy
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -154,5 +157,20 @@ func TestSettingStates(t *testing.T) {
 func TestRedactSetting(t *testing.T) {
 	if RedactSetting("s3_secret_key", "abc") != "set" || RedactSetting("s3_secret_key", "") != "unset" || RedactSetting(SettingMaxSessions, 3) != 3 {
 		t.Fatal("redaction rule broken")
+	}
+}
+
+// TestSettingsPatchDocumentsEveryKey: api.SettingsPatch (the documented
+// PATCH body) names exactly the live settings.
+func TestSettingsPatchDocumentsEveryKey(t *testing.T) {
+	var keys []string
+	typ := reflect.TypeFor[api.SettingsPatch]()
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	sort.Strings(keys)
+	if !reflect.DeepEqual(keys, SettingKeys()) {
+		t.Fatalf("api.SettingsPatch %v, live settings %v", keys, SettingKeys())
 	}
 }
