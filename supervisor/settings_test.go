@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -163,5 +164,38 @@ func TestSettingsAuditFailureChangesNothing(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(state, "sessions", SettingsFileName)); err == nil && strings.Contains(string(b), "max_sessions") {
 		t.Fatalf("the unaudited change persisted: %s", b)
+	}
+}
+
+// TestSettingsReachSessionStore: max_sessions and idle_ttl_seconds apply to
+// the next create without a restart; existing sessions stay.
+func TestSettingsReachSessionStore(t *testing.T) {
+	cfg := testConfig()
+	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: cfg.MaxSessions, MaxPerCaller: cfg.SessionShare(),
+		TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds, SelfUID: os.Getuid(), Log: discardLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
+	srv.SetSessions(st)
+	first, err := st.Create(Caller{UID: 1000}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"max_sessions": 1, "idle_ttl_seconds": 60}`); resp.StatusCode != 200 {
+		t.Fatalf("patch: %d", resp.StatusCode)
+	}
+	if _, err := st.Create(Caller{UID: 1001}, nil, ""); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("a second session under max_sessions 1: %v", err)
+	}
+	if _, err := st.Get(first.ID, Caller{UID: 1000}); err != nil {
+		t.Fatalf("the existing session went away: %v", err)
+	}
+	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"max_sessions": null}`); resp.StatusCode != 200 {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	s2, err := st.Create(Caller{UID: 1001}, nil, "")
+	if err != nil || s2.TTLSeconds != 60 {
+		t.Fatalf("after reset: %v, ttl %v", err, s2)
 	}
 }
