@@ -232,7 +232,7 @@ func (s *Server) queueRefusal(caller Caller, err error) *APIError {
 		return limitExceeded(fmt.Sprintf("uid %d already has execs waiting for a slot: %d waiting, its share of the queue (--max-queued-execs-per-caller); retry later",
 			caller.UID, s.cfg.QueueShare()))
 	}
-	return limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.cfg.MaxConcurrentExecs, s.cfg.MaxQueuedExecs))
+	return limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.gate.Max(), s.cfg.MaxQueuedExecs))
 }
 
 // refuseEarly answers a request refused before its body was read. Its
