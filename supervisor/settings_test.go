@@ -199,3 +199,46 @@ func TestSettingsReachSessionStore(t *testing.T) {
 		t.Fatalf("after reset: %v, ttl %v", err, s2)
 	}
 }
+
+// TestSettingsArchiveBackendNone: archive_backend none stops archiving and
+// restoring keyed sessions live; the operator's backend turns them back on.
+func TestSettingsArchiveBackendNone(t *testing.T) {
+	cfg := testConfig()
+	state := t.TempDir()
+	st, err := OpenSessionStore(SessionConfig{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60, ArchiveDir: filepath.Join(state, "archives"),
+		ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
+	srv.SetSessions(st)
+	owner := Caller{UID: 1000}
+	cycle := func(want bool) {
+		t.Helper()
+		s, err := st.Create(owner, nil, "conv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Restored != want {
+			t.Fatalf("restored %v, want %v", s.Restored, want)
+		}
+		if err := os.WriteFile(filepath.Join(st.WorkspaceDir(s), "f"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Delete(s.ID, owner, "delete"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle(false) // archived
+	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"archive_backend": "none"}`); resp.StatusCode != 200 {
+		t.Fatalf("patch: %d", resp.StatusCode)
+	}
+	cycle(false) // not restored, not archived
+	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"archive_backend": "local"}`); resp.StatusCode != 200 {
+		t.Fatalf("patch: %d", resp.StatusCode)
+	}
+	cycle(true) // the archive of the first cycle, untouched by the second
+	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"archive_backend": "s3"}`); resp.StatusCode != 400 {
+		t.Fatalf("s3 without the operator's S3: %d", resp.StatusCode)
+	}
+}
