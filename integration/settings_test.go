@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -102,6 +103,11 @@ func TestAdminSettings(t *testing.T) {
 		t.Fatalf("after restart: %s", body)
 	}
 	checkTimesOutAt(s2)
+	// sandboxctl shows the same, and sets through the same route.
+	out, err := exec.Command(in.path("bin/sandboxctl"), "admin", "settings", "set", "max_sessions=3", "--socket", s2.socket).CombinedOutput()
+	if err != nil || !regexpSetting("exec_timeout_ms", "1500", "20000", "admin").Match(out) || !regexpSetting("max_sessions", "3", "16", "admin").Match(out) {
+		t.Fatalf("sandboxctl admin settings set: %v\n%s", err, out)
+	}
 
 	// Audited in the first supervisor's log: who, old -> new.
 	var audited bool
@@ -117,4 +123,9 @@ func TestAdminSettings(t *testing.T) {
 	if !audited {
 		t.Fatal("no settings.change audit record with old -> new")
 	}
+}
+
+// regexpSetting matches one row of `sandboxctl admin settings` output.
+func regexpSetting(key, value, limit, source string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +` + regexp.QuoteMeta(value) + ` +` + regexp.QuoteMeta(limit) + ` +` + regexp.QuoteMeta(source) + `$`)
 }
