@@ -58,6 +58,9 @@ type ExecRequest struct {
 	Entrypoint string `json:"entrypoint,omitempty"`
 	// Inputs is a JSON object passed to Entrypoint.
 	Inputs json.RawMessage `json:"inputs,omitempty"`
+	// Environment names an environment (GET /v1/environments); empty: the
+	// session's, else the language's default.
+	Environment string `json:"environment,omitempty"`
 }
 
 // ExecFile is one file staged into the workspace before the run.
@@ -173,6 +176,9 @@ type PolicyAttestation struct {
 	Limits        Limits `json:"limits"`
 	MountsSHA256  string `json:"mounts_sha256"`
 	HelperVersion string `json:"helper_version"`
+	// Environment is the environment the run had, as the helper checked
+	// it; absent when it ran in none.
+	Environment *EnvironmentRef `json:"environment,omitempty"`
 }
 
 // Limits are what one exec is held to, after clamping to the operator's
@@ -244,6 +250,8 @@ type SessionCreateRequest struct {
 	Key        string `json:"key,omitempty"`
 	// Network is the session's network mode; it holds for every exec in it.
 	Network string `json:"network,omitempty"`
+	// Environment is the session's default environment for its execs.
+	Environment string `json:"environment,omitempty"`
 }
 
 // MaxSessionKeyBytes bounds SessionCreateRequest.Key.
@@ -262,6 +270,8 @@ type Session struct {
 	Busy       bool      `json:"busy"`
 	Kernels    []Kernel  `json:"kernels"`
 	Network    string    `json:"network,omitempty"`
+	// Environment is the session's default environment, if it set one.
+	Environment string `json:"environment,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions, oldest first.
@@ -287,4 +297,30 @@ type Uploaded struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+}
+
+// EnvironmentRef names an environment and its registered content digest.
+type EnvironmentRef struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// Package is one package an environment declares.
+type Package struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Environment is one entry of GET /v1/environments.
+type Environment struct {
+	Name     string    `json:"name"`
+	Language string    `json:"language"`
+	Digest   string    `json:"digest"`
+	Packages []Package `json:"packages"`
+	Default  bool      `json:"default"`
+}
+
+// EnvironmentList is the body of GET /v1/environments, by name.
+type EnvironmentList struct {
+	Environments []Environment `json:"environments"`
 }

@@ -60,6 +60,10 @@ var schemaTypes = map[string]reflect.Type{
 	"Display":              reflect.TypeFor[Display](),
 	"Exception":            reflect.TypeFor[Exception](),
 	"Kernel":               reflect.TypeFor[Kernel](),
+	"EnvironmentRef":       reflect.TypeFor[EnvironmentRef](),
+	"Package":              reflect.TypeFor[Package](),
+	"Environment":          reflect.TypeFor[Environment](),
+	"EnvironmentList":      reflect.TypeFor[EnvironmentList](),
 	"ErrorCode":            reflect.TypeFor[ErrorCode](),
 	"Error":                reflect.TypeFor[ErrorBody](),
 	"Settings":             reflect.TypeFor[Settings](),
@@ -411,6 +415,7 @@ var bodyTypes = []reflect.Type{
 	reflect.TypeFor[SessionCreateRequest](), reflect.TypeFor[Session](), reflect.TypeFor[SessionList](),
 	reflect.TypeFor[FileList](), reflect.TypeFor[Uploaded](), reflect.TypeFor[ErrorBody](),
 	reflect.TypeFor[Settings](), reflect.TypeFor[SettingsPatch](),
+	reflect.TypeFor[EnvironmentList](),
 }
 
 // TestAPIMDExamples: every ```json block of docs/API.md is a body: it

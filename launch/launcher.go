@@ -250,7 +250,7 @@ func buildSpec(req Request, workspace string) spec.LaunchSpec {
 	s := spec.LaunchSpec{
 		Version: spec.Version, ExecID: req.ExecID, CallerUID: req.Caller.UID,
 		Runtime: req.Runtime, Workspace: workspace, Code: []byte(req.Code),
-		Network: spec.NetworkNone, TmpSizeBytes: req.Limits.TmpSizeBytes,
+		Network: spec.NetworkNone, TmpSizeBytes: req.Limits.TmpSizeBytes, Environment: req.Environment,
 		Process: specs.Process{Env: env, Rlimits: rl},
 	}
 	if req.Network == spec.NetworkEgress {

@@ -99,7 +99,11 @@ func attestation(exec *facts.Exec) PolicyAttestation {
 		return PolicyAttestation{}
 	}
 	a := exec.Attestation()
-	return PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion}
+	p := PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion}
+	if a.Environment != "" {
+		p.Environment = &EnvironmentRef{Name: a.Environment, Digest: a.EnvironmentDigest}
+	}
+	return p
 }
 
 // reapFacts are the facts of a successful reap record.

@@ -30,6 +30,8 @@ type Request struct {
 	// Egress is the token (one path component below the helper's
 	// egress_dir) of the exec's proxy socket directory; network "egress" only.
 	Egress string
+	// Environment names an environment of the helper config ("" none).
+	Environment string
 	// SessionWorkspace names a session's workspace directory below the
 	// workspace root; empty for a one-shot exec (fresh workspace, removed).
 	SessionWorkspace string
@@ -51,6 +53,7 @@ type (
 	Usage             = api.Usage
 	Artifact          = api.Artifact
 	PolicyAttestation = api.PolicyAttestation
+	EnvironmentRef    = api.EnvironmentRef
 	ExecResult        = api.ExecResult
 )
 

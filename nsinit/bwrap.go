@@ -30,7 +30,10 @@ type BwrapFDs struct {
 // a constant, a config value, an fd number or a number the helper clamped.
 // Options end with "--" so that nothing after it can be read as an option
 // (Flatpak CVE-2024-32462).
-func BwrapArgs(cfg *config.Config, rt config.Runtime, fds BwrapFDs, tmpSize int64) []string {
+//
+// extra are an environment's read-only binds (environments.go), placed
+// after the base binds so they can only add below /opt/sandboxd/env.
+func BwrapArgs(cfg *config.Config, rt config.Runtime, fds BwrapFDs, tmpSize int64, extra ...string) []string {
 	fd := strconv.Itoa
 	a := []string{cfg.Bwrap,
 		// Namespaces: the user one is the prelude's; bwrap makes the rest
@@ -48,6 +51,7 @@ func BwrapArgs(cfg *config.Config, rt config.Runtime, fds BwrapFDs, tmpSize int6
 	for _, p := range cfg.ROBinds {
 		a = append(a, "--ro-bind-try", p, p)
 	}
+	a = append(a, extra...)
 	for _, s := range cfg.Symlinks {
 		a = append(a, "--symlink", s.Target, s.Path)
 	}

@@ -399,7 +399,13 @@ func (l *launch) exec() int {
 			return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("%s: %w", what, err), fix)
 		}
 	}
-	env := l.payloadEnv()
+	em, status := l.environment(xf)
+	if status != 0 {
+		return status
+	}
+	// The environment's variables sit below everything else: the
+	// request's env (and egress's proxy variables) win.
+	env := PayloadEnv(em.env, l.payloadEnv())
 	envFD, err := sealedMemfd("sandboxd-env", []byte(strings.Join(env, "\x00")+"\x00"))
 	if err != nil {
 		return l.rep.fail(xf, spec.ExitExec, err, "")
@@ -410,7 +416,7 @@ func (l *launch) exec() int {
 			return l.rep.fail(xf, spec.ExitExec, err, "")
 		}
 	}
-	argv := BwrapArgs(cfg, l.rt, l.fds, l.spec.TmpSizeBytes)
+	argv := BwrapArgs(cfg, l.rt, l.fds, l.spec.TmpSizeBytes, em.binds...)
 	xf.Argv = argv
 	xf.BwrapEnv = cfg.BaseEnv
 	xf.PayloadEnvNames = EnvNames(env)

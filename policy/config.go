@@ -222,6 +222,10 @@ type Config struct {
 	// HelperConfigPath is the helper's own root-owned config; the supervisor
 	// only reports on it, the helper reads it.
 	HelperConfigPath string
+
+	// Environments are read from the helper config at start, never from
+	// a flag or the environment (policy/environments.go).
+	Environments Environments
 }
 
 // Defaults returns the built-in configuration.

@@ -19,6 +19,8 @@ import (
 type Request struct {
 	Exec    api.ExecRequest
 	Session bool
+	// SessionEnvironment is the session's default environment, if any.
+	SessionEnvironment string
 }
 
 // Caller is who asked, from the kernel's peer credentials (SO_PEERCRED).
@@ -53,6 +55,8 @@ type Decision struct {
 	Mode       string
 	Entrypoint string
 	Inputs     json.RawMessage // nil, or one JSON object
+	// Environment is the environment the exec runs in (Name "" for none).
+	Environment api.Environment
 	// Facts are the decide record's facts. On a refusal they hold what was
 	// learned before it, so the record says how far the request got.
 	Facts map[string]any
@@ -66,7 +70,7 @@ type Decision struct {
 // for the caller. On a refusal the returned Decision carries only Facts.
 //
 // The rules run in API.md's order (the first failure decides): language,
-// code, timeout, files, env, artifacts, network.
+// code, timeout, files, env, artifacts, network, environment.
 func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 	r := req.Exec
 	facts := map[string]any{"session": req.Session}
@@ -117,6 +121,10 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 		return refuse(err)
 	}
 	facts["network"] = network
+	environment, err := decideEnvironment(req, runtime, cfg, facts)
+	if err != nil {
+		return refuse(err)
+	}
 
 	limits := cfg.Limits(timeout)
 	facts["limits"] = limits
@@ -127,7 +135,7 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 	}
 	return Decision{
 		Runtime: runtime, Code: r.Code, Stdin: []byte(r.Stdin), Files: files, FileBytes: fileBytes,
-		Env: env, Limits: limits, Artifacts: r.Artifacts, Network: network, Facts: facts,
+		Env: env, Limits: limits, Artifacts: r.Artifacts, Network: network, Environment: environment, Facts: facts,
 		Mode: mode, Entrypoint: r.Entrypoint, Inputs: inputs,
 	}, nil
 }

@@ -39,10 +39,17 @@ type decision struct {
 
 // decideExec runs the decide step (policy.Decide, pure) and turns its
 // Decision into the LaunchRequest the supervisor carries out.
-func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, session bool) (decision, *APIError) {
-	d, err := policy.Decide(policy.Request{Exec: req, Session: session}, caller, s.liveConfig())
+func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, sess *Session) (decision, *APIError) {
+	preq := policy.Request{Exec: req, Session: sess != nil}
+	if sess != nil {
+		preq.SessionEnvironment = s.sessions.environmentOf(sess)
+	}
+	d, err := policy.Decide(preq, caller, s.liveConfig())
 	if err != nil {
 		return decision{facts: d.Facts}, toAPI(err)
+	}
+	if apiE := s.environmentRefusal(d.Environment.Name); apiE != nil {
+		return decision{facts: d.Facts}, apiE
 	}
 	mode := d.Mode
 	if _, ok := s.runners(); !ok && mode == api.ModeKernel && req.Mode == "" {
@@ -60,6 +67,8 @@ func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, s
 			Limits:    d.Limits,
 			Artifacts: d.Artifacts,
 			Network:   d.Network,
+
+			Environment: d.Environment.Name,
 		},
 		mode: mode, entrypoint: d.Entrypoint, inputs: d.Inputs,
 		facts: d.Facts,
@@ -108,7 +117,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	req.Network, apiE = sessionNetwork(sess, req.Network)
 	var d decision
 	if apiE == nil {
-		d, apiE = s.decideExec(req, caller, execID, sess != nil)
+		d, apiE = s.decideExec(req, caller, execID, sess)
 	}
 	release := func() {}
 	launchCtx := ctx

@@ -11,6 +11,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
@@ -53,6 +54,9 @@ type Server struct {
 	refusals *audit.RefusalLimiter // nil without a sink
 	live     *liveSettings         // admin overrides (settings.go)
 	handler  http.Handler
+
+	envMu sync.Mutex
+	envs  *envChecker // nil until WatchEnvironments (environments.go)
 
 	shutdownGrace time.Duration
 	killGrace     time.Duration
@@ -103,6 +107,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/exec", methodNotAllowedHandler("POST"))
 	s.sessionRoutes(mux)
 	s.settingsRoutes(mux)
+	mux.HandleFunc("GET /v1/environments", s.handleEnvironments)
+	mux.Handle("/v1/environments", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.Handle("/metrics", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

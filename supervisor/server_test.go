@@ -577,15 +577,15 @@ func TestShutdownCancelsInFlightExecs(t *testing.T) {
 func TestDecideSessionTimeout(t *testing.T) {
 	s := NewServer(testConfig(), &fakeLauncher{}, fakeProber{}, &audit.Memory{}, nil, "x")
 	long := int64(600000)
-	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", true)
+	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", &Session{})
 	if apiE != nil || d.launch.Limits.TimeoutMS != 600000 {
 		t.Fatalf("session exec at the cap refused: %v", apiE)
 	}
 	long++
-	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", true); apiE == nil || apiE.Code != api.CodeInvalidArgument {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", &Session{}); apiE == nil || apiE.Code != api.CodeInvalidArgument {
 		t.Fatalf("session exec above the cap: %v", apiE)
 	}
-	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", false); apiE == nil {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", nil); apiE == nil {
 		t.Fatal("one-shot exec above 60000 accepted")
 	}
 }

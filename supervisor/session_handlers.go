@@ -98,11 +98,19 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 			apiE = toAPI(err)
 		}
 	}
+	if apiE == nil {
+		if err := policy.ValidateSessionEnvironment(req.Environment, s.cfg.Environments); err != nil {
+			apiE = toAPI(err)
+		}
+	}
 	if apiE != nil {
 		writeError(w, apiE)
 		return
 	}
 	sess, err := s.sessions.CreateNetwork(caller, req.TTLSeconds, req.Key, network)
+	if err == nil {
+		s.sessions.setEnvironment(sess, req.Environment)
+	}
 	if err != nil {
 		if codeOf(err) == api.CodeInternal {
 			s.log.Error("create session", "err", err)

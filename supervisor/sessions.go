@@ -46,6 +46,8 @@ type Session struct {
 	// Network is the session's network mode ("egress"; empty: none); it
 	// holds for every exec in the session.
 	Network string `json:"network,omitempty"`
+	// Environment is the session's default environment (set at create).
+	Environment string `json:"environment,omitempty"`
 
 	// Guarded by SessionStore.mu.
 	kernels  map[string]*kernel // running kernels by language
@@ -432,7 +434,7 @@ func (st *SessionStore) View(s *Session) SessionView {
 		ks = append(ks, k)
 	}
 	v := SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
-		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}, Network: s.Network}
+		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}, Network: s.Network, Environment: s.Environment}
 	st.mu.Unlock()
 	for _, k := range ks {
 		if k.alive() {

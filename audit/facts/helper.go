@@ -130,16 +130,19 @@ func (*Drop) Sentences() []Sentence {
 // execve. Written immediately before execve(bwrap); a failed execve gives a
 // second exec record with ok false.
 type Exec struct {
-	Argv            []string `json:"argv,omitzero" audit:"required" doc:"the exact argv, built by the helper from its config and the validated spec; options end with --"`
-	BwrapEnv        []string `json:"bwrap_env,omitzero" audit:"required" doc:"bwrap's whole environment: the config's fixed base"`
-	PayloadEnvNames []string `json:"payload_env_names,omitzero" doc:"names of the payload's environment (base + request); values never"`
-	MountsSHA256    string   `json:"mounts_sha256,omitzero" audit:"required" doc:"SHA-256 of what decides what the payload sees (binds, symlinks, devices, shim, /tmp size, writable mounts): the exec result's policy.mounts_sha256"`
-	ProfileSHA256   string   `json:"profile_sha256,omitzero" audit:"required" doc:"as in seccomp: the exec result's policy.profile_sha256"`
-	HelperVersion   string   `json:"helper_version,omitzero" audit:"required" doc:"as in enter: the exec result's policy.helper_version"`
-	CodeSHA256      string   `json:"code_sha256,omitzero" audit:"required" doc:"SHA-256 of the code the helper put in the sandbox"`
-	BwrapUID        int      `json:"bwrap_uid,omitzero" doc:"the uid bwrap is exec'd as (the namespace owner; the a-prelude branch writes it)"`
-	BwrapGID        int      `json:"bwrap_gid,omitzero" doc:"the gid bwrap is exec'd as"`
-	Reason          string   `json:"reason,omitzero" doc:"on a failure while waiting for the release: why (supervisor_gone)"`
+	Argv              []string `json:"argv,omitzero" audit:"required" doc:"the exact argv, built by the helper from its config and the validated spec; options end with --"`
+	BwrapEnv          []string `json:"bwrap_env,omitzero" audit:"required" doc:"bwrap's whole environment: the config's fixed base"`
+	PayloadEnvNames   []string `json:"payload_env_names,omitzero" doc:"names of the payload's environment (base + request); values never"`
+	MountsSHA256      string   `json:"mounts_sha256,omitzero" audit:"required" doc:"SHA-256 of what decides what the payload sees (binds, symlinks, devices, shim, /tmp size, writable mounts): the exec result's policy.mounts_sha256"`
+	ProfileSHA256     string   `json:"profile_sha256,omitzero" audit:"required" doc:"as in seccomp: the exec result's policy.profile_sha256"`
+	HelperVersion     string   `json:"helper_version,omitzero" audit:"required" doc:"as in enter: the exec result's policy.helper_version"`
+	CodeSHA256        string   `json:"code_sha256,omitzero" audit:"required" doc:"SHA-256 of the code the helper put in the sandbox"`
+	BwrapUID          int      `json:"bwrap_uid,omitzero" doc:"the uid bwrap is exec'd as (the namespace owner; the a-prelude branch writes it)"`
+	BwrapGID          int      `json:"bwrap_gid,omitzero" doc:"the gid bwrap is exec'd as"`
+	Reason            string   `json:"reason,omitzero" doc:"on a failure while waiting for the release: why (supervisor_gone)"`
+	Environment       string   `json:"environment,omitzero" doc:"the environment bound into the sandbox (helper config), after its tree passed the registration check: the exec result's policy.environment.name"`
+	EnvironmentDigest string   `json:"environment_digest,omitzero" doc:"its registered content digest (sha256 of the tree's manifest entries): the exec result's policy.environment.digest"`
+	EnvironmentError  string   `json:"environment_error,omitzero" doc:"on failure: why the environment was refused (unknown, or its tree changed after registration)"`
 	Timing
 }
 
@@ -153,20 +156,25 @@ func (*Exec) Sentences() []Sentence {
 		{Text: "bwrap's environment {bwrap_env}; payload env names {payload_env_names}; mounts sha256 {mounts_sha256}; profile sha256 {profile_sha256}; helper {helper_version}; code sha256 {code_sha256}."},
 		{Text: "bwrap runs as uid {bwrap_uid}, gid {bwrap_gid}."},
 		{Text: "Failed because: {reason}."},
+		{Text: "Environment {environment}, digest {environment_digest}, checked against its registered manifest."},
+		{Text: "The environment was refused: {environment_error}."},
 	}
 }
 
 // Attestation is what an exec result is held to, as the helper stated it
 // immediately before it exec'd bwrap.
 type Attestation struct {
-	ProfileSHA256 string
-	MountsSHA256  string
-	HelperVersion string
+	ProfileSHA256     string
+	MountsSHA256      string
+	HelperVersion     string
+	Environment       string
+	EnvironmentDigest string
 }
 
 // Attestation returns the policy attestation of the exec step.
 func (e *Exec) Attestation() Attestation {
-	return Attestation{ProfileSHA256: e.ProfileSHA256, MountsSHA256: e.MountsSHA256, HelperVersion: e.HelperVersion}
+	return Attestation{ProfileSHA256: e.ProfileSHA256, MountsSHA256: e.MountsSHA256, HelperVersion: e.HelperVersion,
+		Environment: e.Environment, EnvironmentDigest: e.EnvironmentDigest}
 }
 
 // PreludeFailure returns the Enter facts a network or drop record carries

@@ -78,6 +78,8 @@ type Decide struct {
 	InputsBytes       *int              `json:"inputs_bytes,omitempty" doc:"size of the inputs object, with an entrypoint"`
 	Code              string            `json:"code,omitzero" doc:"on refusal: the API error code"`
 	Probe             bool              `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+	Environment       string            `json:"environment,omitzero" doc:"the environment the exec runs in: the request's, else the session's, else the language's default (helper config)"`
+	EnvironmentDigest string            `json:"environment_digest,omitzero" doc:"that environment's registered content digest"`
 }
 
 // Step implements Facts.
@@ -92,6 +94,7 @@ func (*Decide) Sentences() []Sentence {
 		{Text: "Files to stage: {file_count} ({file_bytes} bytes); artifact patterns: {artifacts}."},
 		{Text: "Env names: {env_names}; values {env|or:not recorded (--audit-env-values records them)}{env_values_recorded|hide}."},
 		{Text: "Limits decided: {limits}."},
+		{Text: "Environment {environment}, digest {environment_digest}."},
 		{Text: "Exec slot: {admission}; session: {session_id}."},
 		{Text: "Mode {mode}; entrypoint {entrypoint} with {inputs_bytes} bytes of inputs."},
 		{Text: "A health probe's exec: {probe}."},

@@ -130,6 +130,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
+	// Environments come from the helper's root-owned config, never a flag.
+	envs, trees, err := supervisor.EnvironmentsFromHelperConfig(cfg.HelperConfigPath)
+	if err != nil {
+		log.Warn("no environments: the helper config is unreadable (doctor says why)", "err", err)
+	}
+	cfg.Environments = envs
 	srv := supervisor.NewServer(cfg, launcher, launcher, aw, log, version)
 	srv.SetSessions(sessions)
 	if err := setupEgress(srv, cfg, log); err != nil {
@@ -142,6 +148,7 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	srv.WatchEnvironments(ctx, trees, supervisor.DefaultEnvironmentRecheck)
 	go sessions.RunReaper(ctx, time.Second)
 	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "uid", os.Getuid(),
 		"helper", cfg.HelperPath, "state_dir", cfg.StateDir, "audit_log", cfg.AuditLog())

@@ -60,6 +60,8 @@ type Config struct {
 	// Relay is the absolute path of sandboxd-relay, bound read-only into an
 	// egress sandbox; the shim starts it before the payload.
 	Relay string `json:"relay,omitempty"`
+	// Environments are the named runtime environments (environments.go).
+	Environments []Environment `json:"environments,omitempty"`
 }
 
 // Symlink is one symlink in the sandbox root.
@@ -216,7 +218,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("helper config: runtime %q code_file %q must be a plain file name", name, rt.CodeFile)
 		}
 	}
-	return nil
+	return c.validateEnvironments()
 }
 
 // CheckRootOwned verifies that path and every directory above it are owned

@@ -75,6 +75,9 @@ type LaunchSpec struct {
 	Egress string `json:"egress,omitempty"`
 	// TmpSizeBytes sizes the sandbox's /tmp tmpfs; clamped by the helper's config.
 	TmpSizeBytes int64 `json:"tmp_size_bytes"`
+	// Environment names an environment of the helper's config; empty: none.
+	// The helper binds its tree only after checking it is as registered.
+	Environment string `json:"environment,omitempty"`
 	// Process carries the payload's request environment (NAME=value, names
 	// already filtered by the supervisor, re-checked here) and rlimits.
 	// Args, Cwd, User, Capabilities and the rest must be empty: the helper
@@ -177,6 +180,9 @@ func (s *LaunchSpec) Validate() error {
 	}
 	if s.Runtime == "" {
 		return errors.New("runtime is required")
+	}
+	if s.Environment != "" && !isToken(strings.ReplaceAll(s.Environment, ".", "_")) {
+		return fmt.Errorf("environment %q: want 1-64 of [A-Za-z0-9._-]", s.Environment)
 	}
 	switch s.Network {
 	case NetworkNone:
@@ -290,13 +296,16 @@ const (
 	ExitSeccomp = 105 // the payload profile could not be loaded or compiled
 	ExitDrop    = 106 // dropping capabilities or setting no_new_privs failed
 	ExitExec    = 107 // bwrap could not be exec'd (missing, not executable)
+	// ExitEnvironment: the named environment is unknown to the helper, or
+	// its tree is not as registered (changed after registration).
+	ExitEnvironment = 108
 )
 
 // Unavailable reports whether a helper exit status means "the host cannot
 // sandbox right now" (503) rather than a bug or a refused spec.
 func Unavailable(status int) bool {
 	switch status {
-	case ExitConfig, ExitEnter, ExitNetwork, ExitSeccomp, ExitDrop, ExitExec:
+	case ExitConfig, ExitEnter, ExitNetwork, ExitSeccomp, ExitDrop, ExitExec, ExitEnvironment:
 		return true
 	}
 	return false

@@ -516,7 +516,8 @@ func TestUnavailable(t *testing.T) {
 		{0, false},
 		{1, false},
 		{99, false},
-		{108, false},
+		{ExitEnvironment, true}, // host: an environment tree changed after registration
+		{109, false},
 		{126, false},
 		{127, false},
 		{128 + 9, false},

@@ -1,0 +1,161 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/nsinit/envtree"
+	"github.com/sandboxd/sandboxd/policy"
+)
+
+// DefaultEnvironmentRecheck is how often the supervisor re-hashes every
+// environment tree in full (envtree.Full). The helper's per-launch check is
+// lstat-only (envtree.Quick); this catches what that cannot see.
+const DefaultEnvironmentRecheck = 10 * time.Minute
+
+// EnvironmentsFromHelperConfig reads the environments of the helper's
+// config: the catalog policy decides with, and the trees to re-check. A
+// missing or invalid config gives none (the health check reports it).
+func EnvironmentsFromHelperConfig(path string) (policy.Environments, []config.Environment, error) {
+	hc, err := config.Load(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read environments: %w", err)
+	}
+	return Catalog(hc.Environments), hc.Environments, nil
+}
+
+// Catalog turns the helper config's environments into the API's view,
+// sorted by name.
+func Catalog(envs []config.Environment) policy.Environments {
+	out := make(policy.Environments, 0, len(envs))
+	for _, e := range envs {
+		pk := make([]api.Package, 0, len(e.Packages))
+		for _, p := range e.Packages {
+			pk = append(pk, api.Package{Name: p.Name, Version: p.Version})
+		}
+		out = append(out, api.Environment{Name: e.Name, Language: e.Language, Digest: e.Digest, Packages: pk, Default: e.Default})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// envChecker holds the result of the last full check of each tree.
+type envChecker struct {
+	trees []config.Environment
+	mu    sync.Mutex
+	bad   map[string]string // name -> reason
+}
+
+// CheckTree runs the full check of one environment: its manifest's digest
+// is the registered one, and its tree re-hashes to it.
+func CheckTree(e config.Environment) error {
+	if e.Root == "" {
+		return nil
+	}
+	m, err := envtree.ReadManifest(e.Manifest)
+	if err != nil {
+		return err
+	}
+	if m.Digest != e.Digest {
+		return fmt.Errorf("manifest digest %s differs from the registered %s", m.Digest, e.Digest)
+	}
+	return envtree.Full(e.Root, m)
+}
+
+// recheck re-hashes every tree and records which are broken.
+func (c *envChecker) recheck(log *slog.Logger) {
+	bad := map[string]string{}
+	for _, e := range c.trees {
+		if err := CheckTree(e); err != nil {
+			bad[e.Name] = envtree.Reason(err)
+			log.Error("environment tree is not as registered; its execs are refused", "environment", e.Name, "err", err)
+		}
+	}
+	c.mu.Lock()
+	c.bad = bad
+	c.mu.Unlock()
+}
+
+func (c *envChecker) broken(name string) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.bad[name]
+	return r, ok
+}
+
+// WatchEnvironments re-hashes trees now and every interval until ctx ends.
+// An exec in an environment found broken is refused with 503 and the
+// reason (the helper's own per-launch check refuses it too).
+func (s *Server) WatchEnvironments(ctx context.Context, trees []config.Environment, interval time.Duration) {
+	c := &envChecker{trees: trees}
+	c.recheck(s.log)
+	s.envMu.Lock()
+	s.envs = c
+	s.envMu.Unlock()
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.recheck(s.log)
+			}
+		}
+	}()
+}
+
+// environmentRefusal is the 503 for an environment the full check found
+// modified.
+func (s *Server) environmentRefusal(name string) *APIError {
+	s.envMu.Lock()
+	c := s.envs
+	s.envMu.Unlock()
+	reason, bad := c.broken(name)
+	if !bad {
+		return nil
+	}
+	return toAPI(errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("environment %q cannot be used: %s", name, reason),
+		"re-register the environment as root (make run) and check `sandboxctl doctor`", nil))
+}
+
+// handleEnvironments serves GET /v1/environments.
+func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request) {
+	list := api.EnvironmentList{Environments: []api.Environment{}}
+	list.Environments = append(list.Environments, s.cfg.Environments...)
+	for i := range list.Environments {
+		if list.Environments[i].Packages == nil {
+			list.Environments[i].Packages = []api.Package{}
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// setEnvironment records a new session's default environment.
+func (st *SessionStore) setEnvironment(s *Session, name string) {
+	st.mu.Lock()
+	s.Environment = name
+	st.mu.Unlock()
+}
+
+// environmentOf reads a session's default environment.
+func (st *SessionStore) environmentOf(s *Session) string {
+	if st == nil {
+		return s.Environment
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return s.Environment
+}

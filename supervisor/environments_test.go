@@ -1,0 +1,97 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/nsinit/envtree"
+)
+
+// registeredTree makes a tree with its manifest, as registration does.
+func registeredTree(t *testing.T) config.Environment {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "tree")
+	if err := os.MkdirAll(filepath.Join(root, "mpl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "mpl", "matplotlibrc"), []byte("font.family: sans-serif\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := envtree.Build(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := envtree.WriteManifest(filepath.Join(dir, "manifest.json"), m); err != nil {
+		t.Fatal(err)
+	}
+	return config.Environment{Name: "python-datascience", Language: "python", Root: root, Mount: "/opt/sandboxd/env/python-datascience",
+		Manifest: filepath.Join(dir, "manifest.json"), Digest: m.Digest, Default: true,
+		Packages: []config.Package{{Name: "python3-pandas", Version: "1.5.3"}}}
+}
+
+func TestEnvironmentsEndpointAndDecide(t *testing.T) {
+	tree := registeredTree(t)
+	minimal := config.Environment{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest}
+	cfg := testConfig()
+	cfg.Environments = Catalog([]config.Environment{tree, minimal})
+	ts := startServer(t, cfg, nil, HealthChecks{})
+	ts.srv.WatchEnvironments(context.Background(), []config.Environment{tree, minimal}, time.Hour)
+
+	r := ts.do("GET", "/v1/environments", "")
+	var list api.EnvironmentList
+	if err := json.Unmarshal(r.body, &list); err != nil || r.status != 200 {
+		t.Fatalf("%d %s %v", r.status, r.body, err)
+	}
+	if len(list.Environments) != 2 || list.Environments[0].Name != "minimal" || list.Environments[0].Packages == nil ||
+		!list.Environments[1].Default || list.Environments[1].Digest != tree.Digest || list.Environments[1].Packages[0].Name != "python3-pandas" {
+		t.Fatalf("list %+v", list)
+	}
+
+	// Default, then by name, then unknown (400), then a session default.
+	r = ts.do("POST", "/v1/exec", `{"language":"python","code":"1"}`)
+	if r.status != 200 || ts.launcher.reqs[0].Environment != "python-datascience" {
+		t.Fatalf("default: %d %s %+v", r.status, r.body, ts.launcher.reqs)
+	}
+	r = ts.do("POST", "/v1/exec", `{"language":"python","code":"1","environment":"minimal"}`)
+	if r.status != 200 || ts.launcher.reqs[1].Environment != "minimal" {
+		t.Fatalf("named: %d %s", r.status, r.body)
+	}
+	r = ts.do("POST", "/v1/exec", `{"language":"python","code":"1","environment":"/usr/lib/python3"}`)
+	if r.status != 400 || !strings.Contains(string(r.body), "is not configured") {
+		t.Fatalf("unknown: %d %s", r.status, r.body)
+	}
+	decides := 0
+	ts.sink.ForExec("") // lock
+	for _, rec := range ts.sink.Records {
+		f, _ := rec.Facts.(map[string]any)
+		if rec.Step == "decide" && rec.OK && f["environment"] == "python-datascience" && f["environment_digest"] == tree.Digest {
+			decides++
+		}
+	}
+	if decides != 1 {
+		t.Fatalf("decide records with the environment: %d", decides)
+	}
+
+	// The tree changes after registration: the next full check marks it,
+	// and its execs are refused with 503 and the reason.
+	if err := os.WriteFile(filepath.Join(tree.Root, "mpl", "matplotlibrc"), []byte("font.family: serif!!\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.envs.recheck(ts.srv.log)
+	r = ts.do("POST", "/v1/exec", `{"language":"python","code":"1"}`)
+	if r.status != 503 || !strings.Contains(string(r.body), "modified after registration") || !strings.Contains(string(r.body), "mpl/matplotlibrc") {
+		t.Fatalf("modified tree: %d %s", r.status, r.body)
+	}
+	r = ts.do("POST", "/v1/exec", `{"language":"python","code":"1","environment":"minimal"}`)
+	if r.status != 200 {
+		t.Fatalf("an intact environment is refused too: %d %s", r.status, r.body)
+	}
+}
