@@ -221,6 +221,10 @@ install -m 0644 -o root -g root profiles/payload.json profiles/kubernetes-worker
   --profile "$etc/profiles/payload.json" > "$config.new"
 chmod 0644 "$config.new"
 mv "$config.new" "$config"
+# Runtime environments (SANDBOXD_ENVIRONMENTS=minimal opts out of the
+# data-science stack); they live in the helper config, so every install
+# registers them again.
+scripts/environments.sh "$prefix/bin/sandboxctl" "$config" "$prefix"
 
 # The namespace owner, for the helper: exactly "UID:GID\n", root:root 0644.
 printf '%s:%s\n' "$ns_uid" "$ns_gid" > "$owner_file.new"
