@@ -204,6 +204,18 @@ type Health struct {
 	Version  string       `json:"version"`
 	Checks   HealthChecks `json:"checks"`
 	Runtimes []string     `json:"runtimes"`
+	// Environments are the configured environments and whether each tree
+	// is as registered; they do not gate readiness (a broken one refuses
+	// only its own execs).
+	Environments []EnvironmentHealth `json:"environments,omitempty"`
+}
+
+// EnvironmentHealth is one environment in GET /v1/health.
+type EnvironmentHealth struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+	// Status is "ok" or why the environment's execs are refused.
+	Status string `json:"status"`
 }
 
 // CheckOK is the value of a check that passed.

@@ -64,6 +64,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Package":              reflect.TypeFor[Package](),
 	"Environment":          reflect.TypeFor[Environment](),
 	"EnvironmentList":      reflect.TypeFor[EnvironmentList](),
+	"EnvironmentHealth":    reflect.TypeFor[EnvironmentHealth](),
 	"ErrorCode":            reflect.TypeFor[ErrorCode](),
 	"Error":                reflect.TypeFor[ErrorBody](),
 	"Settings":             reflect.TypeFor[Settings](),

@@ -63,6 +63,9 @@ type Options struct {
 	HelperConfigPath string // the helper's root-owned config
 	SocketPath       string // the supervisor's API socket
 	GOARCH           string // architecture the compiled profile cache must name
+	// VerifyEnvironment re-hashes an environment's tree against its
+	// registration (envtree.CheckRegistered); nil skips that check.
+	VerifyEnvironment func(config.Environment) error
 }
 
 // FileInfo is what the checks need of a file: its type and permission
@@ -138,6 +141,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	add(checkStateDir(h, hc, sup))
 	add(checkCgroups(h, sup))
 	add(checkRuntimes(ctx, h, hc)...)
+	add(checkEnvironments(h, hc, o.VerifyEnvironment)...)
 
 	rep := Report{OK: true, Checks: rs}
 	for _, r := range rs {

@@ -132,7 +132,7 @@ func cacheFor(profile string) string {
 func healthyHost() *fakeHost {
 	reg := func(mode fs.FileMode, uid, gid uint32) FileInfo { return FileInfo{Mode: mode, UID: uid, GID: gid} }
 	cfg := config.Default("/var/lib/sandboxd/workspaces", "/usr/local/libexec/sandboxd/sandboxd-exec", profPath)
-	return &fakeHost{
+	return withDatascience(&fakeHost{
 		files: map[string]string{
 			"/proc/sys/user/max_user_namespaces":     "15000\n",
 			"/proc/self/status":                      procStatus("0", "000001ffffffffff", "0"),
@@ -168,7 +168,7 @@ func healthyHost() *fakeHost {
 		sup:      &Supervisor{PID: 4242, Health: Health{OK: true, Version: "0.1.0", Checks: api.HealthChecks{Bwrap: "ok", Cgroups: "v2"}}},
 		cgMode:   "v2",
 		cgReason: "cgroup v2 subtree /sys/fs/cgroup/system.slice/sandboxd.service/sandboxd",
-	}
+	})
 }
 
 func opts() Options {

@@ -276,6 +276,45 @@ func TestEnvironmentsTampered(t *testing.T) {
 	if status != 503 || !strings.Contains(string(body), "modified after registration") || !strings.Contains(string(body), "matplotlibrc") {
 		t.Fatalf("tampered: %d %s", status, body)
 	}
+	// Health and doctor say so.
+	status, body = s.do("GET", "/v1/health", nil)
+	var h api.Health
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatalf("health: %d %s", status, body)
+	}
+	var seen bool
+	for _, e := range h.Environments {
+		if e.Name == "python-datascience" {
+			seen = true
+			if !strings.Contains(e.Status, "modified after registration") {
+				t.Fatalf("health environment %+v", e)
+			}
+		}
+	}
+	if !seen {
+		t.Fatalf("health lists no python-datascience: %s", body)
+	}
+	doc := exec.Command(s.in.path("bin/sandboxctl"), "doctor", "--json", "--helper-config", s.in.path("etc/nsinit-envs.json"), "--socket", s.socket)
+	out, _ := doc.Output() // exits non-zero: a check fails
+	var rep struct {
+		Checks []struct{ Name, Status, Detail, Fix string }
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("doctor: %v\n%s", err, out)
+	}
+	found := false
+	for _, c := range rep.Checks {
+		if c.Name == "environment.python-datascience" {
+			found = true
+			if c.Status != "fail" || !strings.Contains(c.Detail, "modified after registration") || !strings.Contains(c.Detail, "matplotlibrc") {
+				t.Fatalf("doctor: %+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("doctor has no environment check:\n%s", out)
+	}
+
 	req := py("print(2)")
 	req["environment"] = "minimal"
 	if r := s.exec(req); strings.TrimSpace(r.Stdout) != "2" || r.Policy.Environment == nil || r.Policy.Environment.Name != "minimal" {

@@ -54,20 +54,13 @@ type envChecker struct {
 	bad   map[string]string // name -> reason
 }
 
-// CheckTree runs the full check of one environment: its manifest's digest
-// is the registered one, and its tree re-hashes to it.
+// CheckTree runs the full check of one environment (none for an
+// environment without a tree).
 func CheckTree(e config.Environment) error {
 	if e.Root == "" {
 		return nil
 	}
-	m, err := envtree.ReadManifest(e.Manifest)
-	if err != nil {
-		return err
-	}
-	if m.Digest != e.Digest {
-		return fmt.Errorf("manifest digest %s differs from the registered %s", m.Digest, e.Digest)
-	}
-	return envtree.Full(e.Root, m)
+	return envtree.CheckRegistered(e.Root, e.Manifest, e.Digest)
 }
 
 // recheck re-hashes every tree and records which are broken.
@@ -82,6 +75,26 @@ func (c *envChecker) recheck(log *slog.Logger) {
 	c.mu.Lock()
 	c.bad = bad
 	c.mu.Unlock()
+}
+
+// quick runs the per-launch check (lstat against the manifest) of one
+// tree, as the helper does: health then reports a change at once, not only
+// after the next full re-hash.
+func (c *envChecker) quick(name string) error {
+	if c == nil {
+		return nil
+	}
+	for _, e := range c.trees {
+		if e.Name != name || e.Root == "" {
+			continue
+		}
+		m, err := envtree.ReadManifest(e.Manifest)
+		if err != nil {
+			return err
+		}
+		return envtree.Quick(e.Root, m)
+	}
+	return nil
 }
 
 func (c *envChecker) broken(name string) (string, bool) {
@@ -158,4 +171,23 @@ func (st *SessionStore) environmentOf(s *Session) string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return s.Environment
+}
+
+// environmentHealth lists the environments for GET /v1/health: "ok" or the
+// reason of the last full check.
+func (s *Server) environmentHealth() []api.EnvironmentHealth {
+	s.envMu.Lock()
+	c := s.envs
+	s.envMu.Unlock()
+	var out []api.EnvironmentHealth
+	for _, e := range s.cfg.Environments {
+		st := api.CheckOK
+		if reason, bad := c.broken(e.Name); bad {
+			st = reason
+		} else if err := c.quick(e.Name); err != nil {
+			st = envtree.Reason(err)
+		}
+		out = append(out, api.EnvironmentHealth{Name: e.Name, Digest: e.Digest, Status: st})
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"runtime"
 
 	"github.com/sandboxd/sandboxd/doctor"
+	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/nsinit/envtree"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -39,6 +41,7 @@ func cmdDoctor(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 	}
 	rep := doctor.Run(ctx, doctorHost(), doctor.Options{
 		HelperPath: *helper, HelperConfigPath: *helperConfig, SocketPath: *socket, GOARCH: runtime.GOARCH,
+		VerifyEnvironment: func(e config.Environment) error { return envtree.CheckRegistered(e.Root, e.Manifest, e.Digest) },
 	})
 	if *asJSON {
 		err = rep.WriteJSON(sio.out)

@@ -312,3 +312,20 @@ func trimReason(s string) string {
 
 // Reason is err as one short line for an API message or a doctor check.
 func Reason(err error) string { return trimReason(err.Error()) }
+
+// CheckRegistered is the full check of a registered tree: the manifest
+// decodes and is self-consistent, its digest is the registered one, and
+// the tree is as the manifest says, by lstat (Quick) and by content (Full).
+func CheckRegistered(root, manifest, digest string) error {
+	m, err := ReadManifest(manifest)
+	if err != nil {
+		return err
+	}
+	if m.Digest != digest {
+		return modified("the manifest records digest %s, the helper config %s", m.Digest, digest)
+	}
+	if err := Quick(root, m); err != nil {
+		return err
+	}
+	return Full(root, m)
+}
