@@ -3,6 +3,7 @@ package envtree
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -107,5 +108,28 @@ func TestRefusesDevices(t *testing.T) {
 	}
 	if EmptyDigest != Digest([]Entry{}) {
 		t.Fatal("empty digest unstable")
+	}
+}
+
+// BenchmarkQuick is the per-launch cost of the helper's check.
+func BenchmarkQuick(b *testing.B) {
+	for _, n := range []int{4, 2000} {
+		root := b.TempDir()
+		for i := 0; i < n; i++ {
+			if err := os.WriteFile(filepath.Join(root, "f"+strconv.Itoa(i)), []byte("x"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		m, err := Build(root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strconv.Itoa(n)+"files", func(b *testing.B) {
+			for range b.N {
+				if err := Quick(root, m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
