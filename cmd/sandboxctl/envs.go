@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
@@ -110,12 +110,8 @@ func registerEnvironment(cfgPath string, e config.Environment) error {
 	if err != nil {
 		return err
 	}
-	tmp := cfgPath + ".new"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(cfgPath, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write helper config: %w", err)
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return errors.Join(err, os.Remove(tmp))
-	}
-	return os.Rename(tmp, cfgPath)
+	return nil
 }

@@ -32,6 +32,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 // ManifestVersion is the only manifest version this code reads.
@@ -282,20 +284,16 @@ func ReadManifest(path string) (*Manifest, error) {
 	return &m, m.check()
 }
 
-// WriteManifest writes m to path (0644) through a temporary file and a rename.
+// WriteManifest writes m to path (0644), atomically and durably.
 func WriteManifest(path string, m *Manifest) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("write environment manifest: %w", err)
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil { // umask
-		return err
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // IsModified reports whether err says the tree changed (rather than that it
