@@ -51,6 +51,8 @@ Usage:
   sandboxctl files ls SESSION [--json] | rm SESSION WORKSPACE_PATH
   sandboxctl admin settings get | set KEY=VALUE...   (live limits; admins only)
   sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH
+  sandboxctl admin env-register --name NAME --language LANG [--root DIR] [--env K=V]... [--package N=V]... [--default]
+  sandboxctl admin env-build --name NAME --language python --requirements FILE --find-links DIR
   sandboxctl audit verify [--json] [--partial] [FILE...]
   sandboxctl audit show EXEC_ID [--log FILE] [--json]
   sandboxctl help
