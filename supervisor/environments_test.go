@@ -95,3 +95,35 @@ func TestEnvironmentsEndpointAndDecide(t *testing.T) {
 		t.Fatalf("an intact environment is refused too: %d %s", r.status, r.body)
 	}
 }
+
+// TestSessionDefaultEnvironment: POST /v1/sessions names a default; an
+// unknown one is 400; the session's execs run in it unless they name another.
+func TestSessionDefaultEnvironment(t *testing.T) {
+	cfg := testConfig()
+	cfg.Environments = Catalog([]config.Environment{
+		{Name: "python-datascience", Language: "python", Digest: envtree.EmptyDigest, Default: true},
+		{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest},
+	})
+	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, cfg, nil, readyChecks(), func(s *Server) { s.SetSessions(st) })
+	if r := ts.do("POST", "/v1/sessions", `{"environment":"nope"}`); r.status != 400 || !strings.Contains(string(r.body), `nope\" is not configured`) {
+		t.Fatalf("unknown: %d %s", r.status, r.body)
+	}
+	r := ts.do("POST", "/v1/sessions", `{"environment":"minimal"}`)
+	var sess api.Session
+	if err := json.Unmarshal(r.body, &sess); r.status != 201 || err != nil || sess.Environment != "minimal" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := ts.do("POST", "/v1/sessions/"+sess.ID+"/exec", `{"language":"python","code":"1"}`); r.status != 200 {
+		t.Fatalf("exec: %d %s", r.status, r.body)
+	}
+	if r := ts.do("POST", "/v1/sessions/"+sess.ID+"/exec", `{"language":"python","code":"1","environment":"python-datascience"}`); r.status != 200 {
+		t.Fatalf("exec: %d %s", r.status, r.body)
+	}
+	if got := []string{ts.launcher.reqs[0].Environment, ts.launcher.reqs[1].Environment}; got[0] != "minimal" || got[1] != "python-datascience" {
+		t.Fatalf("environments %v", got)
+	}
+}
