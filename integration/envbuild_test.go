@@ -20,7 +20,7 @@ import (
 func wheel(t *testing.T, dir, name, version string) string {
 	t.Helper()
 	files := map[string]string{
-		name + "/__init__.py": fmt.Sprintf("__version__ = %q\n", version),
+		name + "/__init__.py":                        fmt.Sprintf("__version__ = %q\n", version),
 		name + "-" + version + ".dist-info/METADATA": fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version),
 		name + "-" + version + ".dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: sandboxd-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
 	}
