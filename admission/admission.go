@@ -4,12 +4,12 @@
 //
 // The fairness rules, each a property a test in this package checks:
 //
-//   - Running: one caller (peer uid) never holds more than Max-1 slots
+//   - Running: one caller (an identity: "uid:N" for a Unix-socket peer, "key:<name>" for an API key) never holds more than Max-1 slots
 //     (with Max > 1), so a slot is always left for somebody else, who gets
 //     it at once. The price: a deployment with a single caller uses at most
 //     Max-1 slots (raise --max-concurrent-execs by one for it).
-//   - Order: freed slots go to waiting callers in round-robin order of uid,
-//     FIFO within a uid, so a caller with a long queue cannot starve one
+//   - Order: freed slots go to waiting callers in round-robin order of caller,
+//     FIFO within a caller, so a caller with a long queue cannot starve one
 //     with a single exec.
 //   - Queue share: one caller has at most Share execs waiting; beyond it
 //     ErrShareFull at once, whatever room the queue has.
@@ -45,17 +45,17 @@ type Gate struct {
 	mu        sync.Mutex
 	max       int
 	maxQueued int
-	share     int               // waiting execs of one uid, at most
-	running   map[int]int       // slots held, by uid
-	total     int               // slots held in all
-	waiting   map[int][]*waiter // FIFO per uid
+	share     int                  // waiting execs of one who, at most
+	running   map[string]int       // slots held, by who
+	total     int                  // slots held in all
+	waiting   map[string][]*waiter // FIFO per who
 	queued    int
-	ring      []int // uids with waiters, in round-robin order
-	next      int   // index in ring of the uid served next
+	ring      []string // callers with waiters, in round-robin order
+	next      int      // index in ring of the who served next
 }
 
 type waiter struct {
-	uid  int
+	who  string
 	wake chan struct{} // closed when granted or displaced
 	err  error         // nil: granted; ErrQueueFull: displaced
 	done bool          // granted, displaced or given up; guarded by Gate.mu
@@ -73,7 +73,7 @@ func New(max, maxQueued, share int) *Gate {
 	if share < 1 || share > maxQueued {
 		share = maxQueued
 	}
-	return &Gate{max: max, maxQueued: maxQueued, share: share, running: map[int]int{}, waiting: map[int][]*waiter{}}
+	return &Gate{max: max, maxQueued: maxQueued, share: share, running: map[string]int{}, waiting: map[string][]*waiter{}}
 }
 
 // Stats is a snapshot for metrics and tests.
@@ -92,22 +92,22 @@ func (g *Gate) Stats() Stats {
 // function (idempotent) on success; ErrShareFull or ErrQueueFull at once
 // when uid may not wait (or later, ErrQueueFull, when a newcomer displaced
 // it); or ctx's error when the caller gave up waiting.
-func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
+func (g *Gate) Acquire(ctx context.Context, who string) (func(), error) {
 	g.mu.Lock()
-	if len(g.waiting[uid]) == 0 && g.canRun(uid) && !g.othersServable(uid) {
-		g.grant(uid)
+	if len(g.waiting[who]) == 0 && g.canRun(who) && !g.othersServable(who) {
+		g.grant(who)
 		g.mu.Unlock()
-		return g.releaser(uid), nil
+		return g.releaser(who), nil
 	}
-	if err := g.makeRoom(uid); err != nil {
+	if err := g.makeRoom(who); err != nil {
 		g.mu.Unlock()
 		return nil, err
 	}
-	w := &waiter{uid: uid, wake: make(chan struct{})}
-	if len(g.waiting[uid]) == 0 {
-		g.ring = append(g.ring, uid)
+	w := &waiter{who: who, wake: make(chan struct{})}
+	if len(g.waiting[who]) == 0 {
+		g.ring = append(g.ring, who)
 	}
-	g.waiting[uid] = append(g.waiting[uid], w)
+	g.waiting[who] = append(g.waiting[who], w)
 	g.queued++
 	g.dispatch()
 	g.mu.Unlock()
@@ -117,13 +117,13 @@ func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 		if w.err != nil {
 			return nil, w.err
 		}
-		return g.releaser(uid), nil
+		return g.releaser(who), nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if w.done {
 			if w.err == nil { // granted while we gave up: hand the slot on
-				g.releaseLocked(uid)
+				g.releaseLocked(who)
 			}
 			return nil, ctx.Err()
 		}
@@ -139,18 +139,18 @@ func (g *Gate) Acquire(ctx context.Context, uid int) (func(), error) {
 // ErrQueueFull that Acquire would answer at once. The server asks before it
 // reads a request's body, so a caller over its share costs no memory; the
 // answer may be stale by the time Acquire runs, which decides for itself.
-func (g *Gate) Check(uid int) error {
+func (g *Gate) Check(who string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.waiting[uid]) == 0 && g.canRun(uid) && !g.othersServable(uid) {
+	if len(g.waiting[who]) == 0 && g.canRun(who) && !g.othersServable(who) {
 		return nil
 	}
 	switch {
 	case g.maxQueued == 0:
 		return ErrQueueFull
-	case len(g.waiting[uid]) >= g.share:
+	case len(g.waiting[who]) >= g.share:
 		return ErrShareFull
-	case g.queued < g.maxQueued || g.longest(uid) >= 0:
+	case g.queued < g.maxQueued || g.longest(who) != "":
 		return nil
 	}
 	return ErrQueueFull
@@ -158,18 +158,18 @@ func (g *Gate) Check(uid int) error {
 
 // makeRoom checks that uid may add a waiter, displacing the newest waiter
 // of the longest queue when the queue is full and uid's is shorter.
-func (g *Gate) makeRoom(uid int) error {
+func (g *Gate) makeRoom(who string) error {
 	if g.maxQueued == 0 {
 		return ErrQueueFull
 	}
-	if len(g.waiting[uid]) >= g.share {
+	if len(g.waiting[who]) >= g.share {
 		return ErrShareFull
 	}
 	if g.queued < g.maxQueued {
 		return nil
 	}
-	v := g.longest(uid)
-	if v < 0 {
+	v := g.longest(who)
+	if v == "" {
 		return ErrQueueFull
 	}
 	ws := g.waiting[v]
@@ -180,16 +180,16 @@ func (g *Gate) makeRoom(uid int) error {
 	return nil
 }
 
-// longest returns the uid with the most waiters, if it has at least two
-// more than uid (so taking one of its places leaves it no shorter than
-// uid's queue), or -1. Ties go to the uid that is later in the ring, which
-// queued most recently.
-func (g *Gate) longest(uid int) int {
-	best, n := -1, len(g.waiting[uid])+1
+// longest returns the caller with the most waiters, if it has at least two
+// more than who (so taking one of its places leaves it no shorter than
+// who's queue), or "". Callers are identities ("uid:N", "key:<name>"). Ties go
+// to the caller that is later in the ring, which queued most recently.
+func (g *Gate) longest(who string) string {
+	best, n := "", len(g.waiting[who])+1
 	for _, u := range g.ring {
-		if u != uid && len(g.waiting[u]) > n {
+		if u != who && len(g.waiting[u]) > n {
 			best, n = u, len(g.waiting[u])
-		} else if u != uid && best >= 0 && len(g.waiting[u]) == n {
+		} else if u != who && best != "" && len(g.waiting[u]) == n {
 			best = u
 		}
 	}
@@ -197,11 +197,11 @@ func (g *Gate) longest(uid int) int {
 }
 
 // canRun reports whether uid may take a slot now.
-func (g *Gate) canRun(uid int) bool {
+func (g *Gate) canRun(who string) bool {
 	if g.total >= g.max {
 		return false
 	}
-	if g.max > 1 && g.running[uid] >= g.max-1 {
+	if g.max > 1 && g.running[who] >= g.max-1 {
 		return false
 	}
 	return true
@@ -209,17 +209,17 @@ func (g *Gate) canRun(uid int) bool {
 
 // othersServable reports whether a waiter of another uid could take a slot
 // now; a newcomer must not jump ahead of it.
-func (g *Gate) othersServable(uid int) bool {
+func (g *Gate) othersServable(who string) bool {
 	for u, ws := range g.waiting {
-		if u != uid && len(ws) > 0 && g.canRun(u) {
+		if u != who && len(ws) > 0 && g.canRun(u) {
 			return true
 		}
 	}
 	return false
 }
 
-func (g *Gate) grant(uid int) {
-	g.running[uid]++
+func (g *Gate) grant(who string) {
+	g.running[who]++
 	g.total++
 }
 
@@ -229,20 +229,20 @@ func (g *Gate) dispatch() {
 		served := false
 		for i := 0; i < len(g.ring); i++ {
 			idx := (g.next + i) % len(g.ring)
-			uid := g.ring[idx]
-			if !g.canRun(uid) {
+			who := g.ring[idx]
+			if !g.canRun(who) {
 				continue
 			}
-			w := g.waiting[uid][0]
-			g.waiting[uid] = g.waiting[uid][1:]
+			w := g.waiting[who][0]
+			g.waiting[who] = g.waiting[who][1:]
 			g.queued--
 			w.done = true
-			g.grant(uid)
+			g.grant(who)
 			close(w.wake)
-			if len(g.waiting[uid]) == 0 {
-				delete(g.waiting, uid)
+			if len(g.waiting[who]) == 0 {
+				delete(g.waiting, who)
 				g.ring = append(g.ring[:idx], g.ring[idx+1:]...)
-				g.next = idx // the uid after it moved into idx
+				g.next = idx // the who after it moved into idx
 			} else {
 				g.next = idx + 1
 			}
@@ -261,18 +261,18 @@ func (g *Gate) dispatch() {
 }
 
 func (g *Gate) removeWaiter(w *waiter) {
-	ws := g.waiting[w.uid]
+	ws := g.waiting[w.who]
 	for i, x := range ws {
 		if x == w {
-			g.waiting[w.uid] = append(ws[:i], ws[i+1:]...)
+			g.waiting[w.who] = append(ws[:i], ws[i+1:]...)
 			g.queued--
 			break
 		}
 	}
-	if len(g.waiting[w.uid]) == 0 {
-		delete(g.waiting, w.uid)
+	if len(g.waiting[w.who]) == 0 {
+		delete(g.waiting, w.who)
 		for i, u := range g.ring {
-			if u == w.uid {
+			if u == w.who {
 				g.ring = append(g.ring[:i], g.ring[i+1:]...)
 				if g.next > i {
 					g.next--
@@ -288,21 +288,21 @@ func (g *Gate) removeWaiter(w *waiter) {
 	}
 }
 
-func (g *Gate) releaser(uid int) func() {
+func (g *Gate) releaser(who string) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			g.releaseLocked(uid)
+			g.releaseLocked(who)
 		})
 	}
 }
 
-func (g *Gate) releaseLocked(uid int) {
-	g.running[uid]--
-	if g.running[uid] <= 0 {
-		delete(g.running, uid)
+func (g *Gate) releaseLocked(who string) {
+	g.running[who]--
+	if g.running[who] <= 0 {
+		delete(g.running, who)
 	}
 	g.total--
 	g.dispatch()

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ func acquireNow(t *testing.T, g *Gate, uid int) func() {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	rel, err := g.Acquire(ctx, uid)
+	rel, err := g.Acquire(ctx, id(uid))
 	if err != nil {
 		t.Fatalf("uid %d: %v (stats %+v)", uid, err, g.Stats())
 	}
@@ -27,7 +28,7 @@ func TestOneCallerCannotHoldEverySlot(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	if _, err := g.Acquire(ctx, 1000); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := g.Acquire(ctx, id(1000)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a 4th slot for the same caller: %v, want to wait until its deadline", err)
 	}
 	// Another caller gets the reserved slot at once.
@@ -47,13 +48,13 @@ func TestOneCallerCannotHoldEverySlot(t *testing.T) {
 func TestQueueFullAnswersAtOnce(t *testing.T) {
 	g := New(1, 1, 0)
 	rel := acquireNow(t, g, 1)
-	go func() { _, _ = g.Acquire(context.Background(), 2) }() // fills the queue
+	go func() { _, _ = g.Acquire(context.Background(), id(2)) }() // fills the queue
 	deadline := time.Now().Add(time.Second)
 	for g.Stats().Queued != 1 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	start := time.Now()
-	if _, err := g.Acquire(context.Background(), 3); !errors.Is(err, ErrQueueFull) {
+	if _, err := g.Acquire(context.Background(), id(3)); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("got %v, want ErrQueueFull", err)
 	}
 	if time.Since(start) > 100*time.Millisecond {
@@ -72,7 +73,7 @@ func TestRoundRobinAcrossCallers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rel, err := g.Acquire(context.Background(), uid)
+			rel, err := g.Acquire(context.Background(), id(uid))
 			if err != nil {
 				t.Error(err)
 				return
@@ -115,7 +116,7 @@ func TestGivingUpFreesTheQueue(t *testing.T) {
 	rel := acquireNow(t, g, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := g.Acquire(ctx, 2); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := g.Acquire(ctx, id(2)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v", err)
 	}
 	if s := g.Stats(); s.Queued != 0 {
@@ -130,7 +131,7 @@ func TestSingleSlotIsShared(t *testing.T) {
 	rel := acquireNow(t, g, 1)
 	done := make(chan struct{})
 	go func() {
-		r, err := g.Acquire(context.Background(), 1)
+		r, err := g.Acquire(context.Background(), id(1))
 		if err == nil {
 			r()
 		}
@@ -167,7 +168,7 @@ func try(t *testing.T, g *Gate, uid int) (string, *pending) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pending{res: make(chan error, 1), cancel: cancel}
 	go func() {
-		rel, err := g.Acquire(ctx, uid)
+		rel, err := g.Acquire(ctx, id(uid))
 		if err == nil {
 			_ = rel // held until the test ends: the gate's state is what it checks
 		}
@@ -202,7 +203,7 @@ func try(t *testing.T, g *Gate, uid int) (string, *pending) {
 func (g *Gate) waitingOf(uid int) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.waiting[uid])
+	return len(g.waiting[id(uid)])
 }
 
 // TestAdmissionRules walks the gate through one sequence of Acquire calls
@@ -240,7 +241,7 @@ func TestAdmissionRules(t *testing.T) {
 			g := New(tc.max, tc.maxQueued, tc.share)
 			waiters := map[int]*pending{}
 			for i, st := range tc.steps {
-				checked := g.Check(st.uid)
+				checked := g.Check(id(st.uid))
 				got, p := try(t, g, st.uid)
 				if got != st.want {
 					t.Fatalf("step %d (uid %d): %s, want %s (stats %+v)", i, st.uid, got, st.want, g.Stats())
@@ -289,7 +290,7 @@ func TestNewCallerFindsRoom(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if rel, err := g.Acquire(ctx, 1); err == nil {
+			if rel, err := g.Acquire(ctx, id(1)); err == nil {
 				<-ctx.Done()
 				rel()
 			}
@@ -308,7 +309,7 @@ func TestNewCallerFindsRoom(t *testing.T) {
 	// uid 2's exec ends, before every one of uid 1's.
 	got := make(chan error, 1)
 	go func() {
-		rel, err := g.Acquire(context.Background(), 3)
+		rel, err := g.Acquire(context.Background(), id(3))
 		if err == nil {
 			rel()
 		}
@@ -328,3 +329,6 @@ func TestNewCallerFindsRoom(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// id is the caller identity of a test uid, as the supervisor forms it.
+func id(uid int) string { return "uid:" + strconv.Itoa(uid) }

@@ -9,6 +9,9 @@ type ErrorCode string
 // The error codes of API.md.
 const (
 	CodeInvalidArgument ErrorCode = "invalid_argument"
+	// CodeUnauthenticated is a TCP request without a valid
+	// "Authorization: Bearer <key>" (401); Unix-socket peers never get it.
+	CodeUnauthenticated ErrorCode = "unauthenticated"
 	CodeForbidden       ErrorCode = "forbidden"
 	CodeNotFound        ErrorCode = "not_found"
 	CodeConflict        ErrorCode = "conflict"
@@ -22,7 +25,7 @@ const (
 // Codes is the closed set, in API.md's order.
 func Codes() []ErrorCode {
 	return []ErrorCode{
-		CodeInvalidArgument, CodeForbidden, CodeNotFound, CodeConflict, CodeTooLarge,
+		CodeInvalidArgument, CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeConflict, CodeTooLarge,
 		CodeQuotaExceeded, CodeLimitExceeded, CodeUnavailable, CodeInternal,
 	}
 }
@@ -34,6 +37,8 @@ func (c ErrorCode) Status() int {
 	switch c {
 	case CodeInvalidArgument:
 		return http.StatusBadRequest
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
 	case CodeForbidden:
 		return http.StatusForbidden
 	case CodeNotFound:

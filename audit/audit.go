@@ -92,8 +92,12 @@ type Record struct {
 	CallerUID int       `json:"caller_uid"`
 	CallerGID int       `json:"caller_gid"`
 	CallerPID int       `json:"caller_pid"`
-	OK        bool      `json:"ok"`
-	Error     string    `json:"error,omitempty"`
+	// Caller is the caller's identity: "uid:<n>" for a Unix-socket peer,
+	// "key:<name>" for an API key over TCP (whose uid, gid and pid are -1).
+	// Empty on records not made for a request.
+	Caller string `json:"caller,omitempty"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
 	// Facts are the step's facts. Written: a value of the step's type in
 	// package audit/facts (a relayed helper report: its json.RawMessage; the
 	// session, file and log records: a map). Read back by Verify and

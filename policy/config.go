@@ -103,6 +103,22 @@ type Config struct {
 	// /v1/admin/settings) besides root and the supervisor's own uid.
 	AdminUIDs []int
 
+	// Listen are TCP listen addresses ("tcp://HOST:PORT"), besides the
+	// Unix socket. Their callers authenticate with API keys.
+	Listen []string
+	// APIKeysFile holds the API keys of TCP callers, one "name:key" (or
+	// "name:key:admin") per line; root- or service-owned, mode 0600.
+	APIKeysFile string
+	// AllowNoAuth lets TCP listeners run without keys, and only when every
+	// listen address is loopback (a trusted local dev box).
+	AllowNoAuth bool
+	// TLSCert and TLSKey make the TCP listeners speak TLS (reloaded on
+	// SIGHUP); TLSClientCA, when set, requires and verifies a client
+	// certificate signed by it.
+	TLSCert     string
+	TLSKey      string
+	TLSClientCA string
+
 	// StateDir holds workspaces, sessions and, by default, the audit log.
 	StateDir string
 	// AuditLogPath is the audit log; empty means StateDir/audit/audit.log (see
@@ -342,6 +358,12 @@ func settings() []setting {
 		{"allow-uid", "uid allowed to use the API besides root and the supervisor's own uid (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowUIDs} }},
 		{"allow-gid", "primary gid allowed to use the API (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowGIDs} }},
 		{"admin-uid", "uid allowed to read and change the live admin settings besides root and the supervisor's own uid (repeatable or comma list); it must also be allowed to use the API", func(c *Config) flag.Value { return &idListValue{p: &c.AdminUIDs} }},
+		{"listen", "TCP listen address tcp://HOST:PORT besides the Unix socket (repeatable or comma list); callers authenticate with a bearer API key", func(c *Config) flag.Value { return &listenValue{p: &c.Listen} }},
+		{"api-keys-file", "file of API keys for TCP callers, one name:key or name:key:admin per line (root- or service-owned, mode 0600); make a key with openssl rand -hex 24", func(c *Config) flag.Value { return (*stringValue)(&c.APIKeysFile) }},
+		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback (trusted local dev box only)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
+		{"tls-cert", "TLS certificate (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSCert) }},
+		{"tls-key", "TLS private key (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSKey) }},
+		{"tls-client-ca", "CA bundle (PEM); when set, TCP clients must present a certificate it signed", func(c *Config) flag.Value { return (*stringValue)(&c.TLSClientCA) }},
 		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
 		{"audit-log", "audit log path (default <state-dir>/audit/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
 		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
@@ -576,6 +598,7 @@ func (c Config) Validate() error {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
 	}
 	c.validateShares(bad)
+	c.validateListen(bad, absPath)
 	if c.IdleTTLCapSeconds < 1 {
 		bad("idle-ttl-cap", "%d s is below 1", c.IdleTTLCapSeconds)
 	}
@@ -586,6 +609,44 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	return nil
+}
+
+// validateListen checks the TCP listener settings. It refuses, so the
+// supervisor refuses to start, a TCP listener nobody has to authenticate
+// to, unless the operator said so and it is reachable from this host only.
+func (c Config) validateListen(bad func(flagName, format string, args ...any), absPath func(flagName, p string)) {
+	for _, l := range c.Listen {
+		if _, err := ParseListen(l); err != nil {
+			bad("listen", "%v", err)
+		}
+	}
+	if c.APIKeysFile != "" {
+		absPath("api-keys-file", c.APIKeysFile)
+	}
+	if len(c.Listen) > 0 && c.APIKeysFile == "" {
+		if !c.AllowNoAuth {
+			bad("listen", "refusing to listen on TCP without API keys: set --api-keys-file (one name:key per line, mode 0600; make a key with `openssl rand -hex 24`), or, on a trusted local dev box only, --allow-no-auth with loopback addresses")
+		}
+		for _, l := range c.Listen {
+			if c.AllowNoAuth && !IsLoopbackListen(l) {
+				bad("allow-no-auth", "%s is not a loopback address: without API keys a TCP listener may bind only 127.0.0.0/8, [::1] or localhost; set --api-keys-file", l)
+			}
+		}
+	}
+	for _, f := range []struct{ flag, v string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-client-ca", c.TLSClientCA}} {
+		if f.v != "" {
+			absPath(f.flag, f.v)
+			if len(c.Listen) == 0 {
+				bad(f.flag, "is set but there is no --listen address for it")
+			}
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls-cert", "--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		bad("tls-client-ca", "client certificates need TLS: set --tls-cert and --tls-key")
+	}
 }
 
 // share is a caller's part of a global limit: set, or half of it (at
@@ -670,6 +731,8 @@ func SettingDocs() []SettingDoc {
 			kind = "duration"
 		case *idListValue:
 			kind = "id list"
+		case *listenValue:
+			kind = "address list"
 		}
 		out = append(out, SettingDoc{Flag: s.name, Env: EnvName(s.name), Usage: s.usage, Kind: kind, Default: v.String()})
 	}

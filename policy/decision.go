@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -23,13 +24,32 @@ type Request struct {
 	SessionEnvironment string
 }
 
-// Caller is who asked, from the kernel's peer credentials (SO_PEERCRED).
-// Per-caller rules belong in Decide, next to the others (DecideNetwork:
-// egress).
+// Caller is who asked: over the Unix socket, the kernel's peer credentials
+// (SO_PEERCRED); over TCP, the name of the API key the request presented
+// (UID, GID and PID are then -1: a TCP peer has no uid the kernel vouches
+// for). Per-caller rules belong in Decide, next to the others
+// (DecideNetwork: egress).
 type Caller struct {
 	UID int
 	GID int
 	PID int
+	// Key is the name of the API key a TCP caller authenticated with;
+	// empty for a Unix-socket peer.
+	Key string
+	// Admin is set for an API key marked admin in the keys file: it sees
+	// every caller's sessions, as root and the supervisor's uid do.
+	Admin bool
+}
+
+// ID is the caller's identity, the key of ownership, per-caller limits and
+// fairness: "key:<name>" for an API key, "uid:<n>" for a Unix-socket peer.
+// The prefixes keep the two namespaces apart, so a key named "1000" is not
+// uid 1000.
+func (c Caller) ID() string {
+	if c.Key != "" {
+		return "key:" + c.Key
+	}
+	return "uid:" + strconv.Itoa(c.UID)
 }
 
 // StagedFile is a decoded file of the request, to be placed in the

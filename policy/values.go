@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -195,4 +196,76 @@ func (v *durationValue) Set(s string) error {
 	}
 	*v = durationValue(d)
 	return nil
+}
+
+// listenValue is the repeatable --listen: "tcp://HOST:PORT", repeated or
+// comma-separated. As with idListValue, the first Set replaces the list
+// (a flag replaces the environment's value).
+type listenValue struct {
+	p   *[]string
+	set bool
+}
+
+func (v *listenValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return strings.Join(*v.p, ",")
+}
+
+func (v *listenValue) Set(s string) error {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if _, err := ParseListen(f); err != nil {
+			return err
+		}
+		out = append(out, f)
+	}
+	if !v.set {
+		*v.p = nil
+		v.set = true
+	}
+	*v.p = append(*v.p, out...)
+	return nil
+}
+
+// ParseListen returns the host:port of a "tcp://HOST:PORT" listen address
+// (HOST an IP literal, [IPv6], a name, or empty for every interface; PORT
+// 0..65535).
+func ParseListen(s string) (string, error) {
+	hp, ok := strings.CutPrefix(s, "tcp://")
+	if !ok {
+		return "", fmt.Errorf("%q: want tcp://HOST:PORT (the Unix socket is --socket)", s)
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", fmt.Errorf("%q: %v", s, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("%q: port %q is not in 0..65535 (0: the kernel picks one, logged at start)", s, port)
+	}
+	if strings.ContainsAny(host, "/ ") {
+		return "", fmt.Errorf("%q: bad host %q", s, host)
+	}
+	return hp, nil
+}
+
+// IsLoopbackListen reports whether a listen address binds loopback only: a
+// loopback IP literal or "localhost". An empty host, 0.0.0.0 or [::] is
+// every interface; any other name could resolve anywhere.
+func IsLoopbackListen(s string) bool {
+	hp, err := ParseListen(s)
+	if err != nil {
+		return false
+	}
+	host, _, _ := net.SplitHostPort(hp)
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

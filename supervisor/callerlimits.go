@@ -1,8 +1,11 @@
 package supervisor
 
 // Per-caller limits at the front door (DESIGN.md I11, "no caller can starve
-// another"): how many connections one peer uid holds open, and how many
-// request-body bytes it may have in memory at once. Both act before any
+// another"): how many connections one caller holds open, and how many
+// request-body bytes it may have in memory at once. A caller is an identity
+// (Caller.ID): "uid:N" for a Unix-socket peer, "key:<name>" for an API key.
+// A TCP connection is counted at accept, before any request names its key,
+// under its remote address ("addr:<ip>"). Both act before any
 // handler reads a byte of the request, so a hostile caller spends its own
 // share and nobody else's. The exec queue share is package admission's; the
 // session share is the SessionStore's.
@@ -33,11 +36,11 @@ const connRefusalWriteTimeout = 100 * time.Millisecond
 // Reasons a connection is refused, the label values of
 // sandboxd_connections_refused_total.
 const (
-	connRefusedCaller = "caller" // the uid holds its share already
+	connRefusedCaller = "caller" // the caller holds its share already
 	connRefusedGlobal = "global" // the supervisor holds the global maximum
 )
 
-// callerLimits counts connections and in-flight body bytes per peer uid.
+// callerLimits counts connections and in-flight body bytes per caller.
 type callerLimits struct {
 	maxConns, maxConnsPerCaller int
 	bodyBudget                  int64
@@ -46,17 +49,17 @@ type callerLimits struct {
 	refused func(c Caller, reason, msg string)
 
 	mu          sync.Mutex
-	conns       map[net.Conn]int // admitted connections, by peer uid
-	perUID      map[int]int
+	conns       map[net.Conn]string // admitted connections, by connection identity
+	perCaller   map[string]int
 	total       int
-	bodies      map[int]int64 // body bytes reserved, by uid
+	bodies      map[string]int64 // body bytes reserved, by caller identity
 	connRefused map[string]uint64
 	bodyRefused uint64
 }
 
 func newCallerLimits(maxConns, perCaller int, bodyBudget int64, log *slog.Logger) *callerLimits {
 	return &callerLimits{maxConns: maxConns, maxConnsPerCaller: perCaller, bodyBudget: bodyBudget, log: log,
-		conns: map[net.Conn]int{}, perUID: map[int]int{}, bodies: map[int]int64{}, connRefused: map[string]uint64{}}
+		conns: map[net.Conn]string{}, perCaller: map[string]int{}, bodies: map[string]int64{}, connRefused: map[string]uint64{}}
 }
 
 // connState is http.Server.ConnState. net/http calls it with StateNew in
@@ -71,46 +74,57 @@ func (l *callerLimits) connState(c net.Conn, st http.ConnState) {
 		l.admitConn(c)
 	case http.StateClosed, http.StateHijacked:
 		l.mu.Lock()
-		if uid, ok := l.conns[c]; ok {
+		if who, ok := l.conns[c]; ok {
 			delete(l.conns, c)
 			l.total--
-			if l.perUID[uid]--; l.perUID[uid] <= 0 {
-				delete(l.perUID, uid)
+			if l.perCaller[who]--; l.perCaller[who] <= 0 {
+				delete(l.perCaller, who)
 			}
 		}
 		l.mu.Unlock()
 	}
 }
 
-func (l *callerLimits) admitConn(c net.Conn) {
+// connIdentity is who a connection is counted under at accept: the peer's
+// uid on a Unix socket, the remote IP address on TCP (where the key comes
+// later, with each request).
+func connIdentity(c net.Conn) (Caller, string) {
+	if isTCP(c) {
+		return Caller{UID: -1, GID: -1, PID: -1}, "addr:" + remoteIP(c)
+	}
 	caller, err := peerCredentials(c)
 	if err != nil {
 		// Counted under -1, never under uid 0; authorize refuses it.
 		caller = Caller{UID: -1, GID: -1, PID: -1}
 	}
+	return caller, caller.ID()
+}
+
+func (l *callerLimits) admitConn(c net.Conn) {
+	caller, who := connIdentity(c)
 	l.mu.Lock()
 	reason := ""
 	switch {
 	case l.total >= l.maxConns:
 		reason = connRefusedGlobal
-	case l.perUID[caller.UID] >= l.maxConnsPerCaller:
+	case l.perCaller[who] >= l.maxConnsPerCaller:
 		reason = connRefusedCaller
 	default:
-		l.conns[c] = caller.UID
-		l.perUID[caller.UID]++
+		l.conns[c] = who
+		l.perCaller[who]++
 		l.total++
 		l.mu.Unlock()
 		return
 	}
 	l.connRefused[reason]++
-	held := l.perUID[caller.UID]
+	held := l.perCaller[who]
 	l.mu.Unlock()
 
-	msg := fmt.Sprintf("uid %d holds %d connections, its share (--max-connections-per-caller %d); close one or retry later", caller.UID, held, l.maxConnsPerCaller)
+	msg := fmt.Sprintf("%s holds %d connections, its share (--max-connections-per-caller %d); close one or retry later", who, held, l.maxConnsPerCaller)
 	if reason == connRefusedGlobal {
 		msg = fmt.Sprintf("the supervisor holds %d connections, its maximum (--max-connections); retry later", l.maxConns)
 	}
-	l.log.Warn("connection refused", "reason", reason, "caller_uid", caller.UID, "caller_pid", caller.PID, "held", held)
+	l.log.Warn("connection refused", "reason", reason, "caller", who, "caller_uid", caller.UID, "caller_pid", caller.PID, "held", held)
 	writeRawError(c, limitExceeded(msg))
 	_ = c.Close()
 	if l.refused != nil {
@@ -149,23 +163,23 @@ func (r *bufferedResponse) Header() http.Header         { return r.h }
 func (r *bufferedResponse) WriteHeader(status int)      { r.status = status }
 func (r *bufferedResponse) Write(p []byte) (int, error) { return r.body.Write(p) }
 
-// reserveBody takes n bytes of uid's body budget; false when they do not
-// fit. release gives them back (idempotent).
-func (l *callerLimits) reserveBody(uid int, n int64) (release func(), ok bool) {
+// reserveBody takes n bytes of the caller who's body budget; false when
+// they do not fit. release gives them back (idempotent).
+func (l *callerLimits) reserveBody(who string, n int64) (release func(), ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.bodies[uid]+n > l.bodyBudget {
+	if l.bodies[who]+n > l.bodyBudget {
 		l.bodyRefused++
 		return nil, false
 	}
-	l.bodies[uid] += n
+	l.bodies[who] += n
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.bodies[uid] -= n; l.bodies[uid] <= 0 {
-				delete(l.bodies, uid)
+			if l.bodies[who] -= n; l.bodies[who] <= 0 {
+				delete(l.bodies, who)
 			}
 		})
 	}, true
@@ -205,7 +219,7 @@ func (s *Server) limitBodies(next http.Handler) http.Handler {
 		}
 		caller, _ := callerFrom(r.Context()) // authorize ran first
 		if strings.HasSuffix(r.URL.Path, "/exec") {
-			if err := s.gate.Check(caller.UID); err != nil {
+			if err := s.gate.Check(caller.ID()); err != nil {
 				s.refuseEarly(w, r, caller, s.queueRefusal(caller, err))
 				return
 			}
@@ -214,11 +228,11 @@ func (s *Server) limitBodies(next http.Handler) http.Handler {
 		if r.ContentLength >= 0 && r.ContentLength < want {
 			want = r.ContentLength
 		}
-		release, ok := s.limits.reserveBody(caller.UID, want)
+		release, ok := s.limits.reserveBody(caller.ID(), want)
 		if !ok {
 			s.refuseEarly(w, r, caller, limitExceeded(fmt.Sprintf(
-				"uid %d has request bodies in flight up to its budget of %d bytes (--caller-body-budget); retry later",
-				caller.UID, s.cfg.CallerBodyBudget)))
+				"%s has request bodies in flight up to its budget of %d bytes (--caller-body-budget); retry later",
+				caller.ID(), s.cfg.CallerBodyBudget)))
 			return
 		}
 		defer release()
@@ -229,8 +243,8 @@ func (s *Server) limitBodies(next http.Handler) http.Handler {
 // queueRefusal is the 429 for an exec the gate will not take.
 func (s *Server) queueRefusal(caller Caller, err error) *APIError {
 	if errors.Is(err, admission.ErrShareFull) {
-		return limitExceeded(fmt.Sprintf("uid %d already has execs waiting for a slot: %d waiting, its share of the queue (--max-queued-execs-per-caller); retry later",
-			caller.UID, s.cfg.QueueShare()))
+		return limitExceeded(fmt.Sprintf("%s already has execs waiting for a slot: %d waiting, its share of the queue (--max-queued-execs-per-caller); retry later",
+			caller.ID(), s.cfg.QueueShare()))
 	}
 	return limitExceeded(fmt.Sprintf("%d execs are running and %d waiting, the operator's maximum; retry later", s.gate.Max(), s.cfg.MaxQueuedExecs))
 }
@@ -248,7 +262,7 @@ func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller Call
 	s.auditRefusal(s.record(execID, audit.StepAccept, caller, e, map[string]any{
 		"method": r.Method, "path": r.URL.Path, "content_length": r.ContentLength, "body_read": false,
 	}))
-	s.log.Info("request refused before its body was read", "caller_uid", caller.UID, "path", r.URL.Path, "reason", e.Message)
+	s.log.Info("request refused before its body was read", "caller", caller.ID(), "path", r.URL.Path, "reason", e.Message)
 	// The body is left unread: net/http closes a connection whose body was
 	// not consumed, so a slow or huge sender loses its connection too.
 	w.Header().Set("Connection", "close")

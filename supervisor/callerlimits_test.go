@@ -326,7 +326,7 @@ func (l *callerLimits) open() int {
 func (l *callerLimits) inFlight(uid int) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bodies[uid]
+	return l.bodies[Caller{UID: uid}.ID()]
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

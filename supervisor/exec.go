@@ -89,7 +89,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
 	execID := newExecID()
 	w.Header().Set(api.ExecIDHeader, execID)
-	log := s.log.With("exec_id", execID, "caller_uid", caller.UID, "caller_pid", caller.PID)
+	log := s.log.With("exec_id", execID, "caller", caller.ID(), "caller_uid", caller.UID, "caller_pid", caller.PID)
 
 	// Accept: the body is read and decoded strictly.
 	body, apiE := readBody(w, r, s.cfg.MaxBodyBytes)
@@ -130,7 +130,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	}
 	if apiE == nil {
 		waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
-		rel, err := s.gate.Acquire(waitCtx, caller.UID)
+		rel, err := s.gate.Acquire(waitCtx, caller.ID())
 		cancel()
 		switch {
 		case err == nil:
@@ -379,6 +379,7 @@ func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts 
 		CallerUID: c.UID,
 		CallerGID: c.GID,
 		CallerPID: c.PID,
+		Caller:    c.ID(),
 		OK:        refusal == nil,
 	}
 	if refusal != nil {

@@ -19,11 +19,19 @@ type peerKey struct{}
 type peer struct {
 	caller Caller
 	err    error
+	// tcp is set for a connection of a TCP listener: its caller comes
+	// from the request's API key (authenticateTCP), not from the kernel.
+	tcp  bool
+	addr string // the remote IP of a TCP connection
 }
 
 // connContext is http.Server.ConnContext: it attaches the peer's kernel
 // credentials to every request of the connection.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if isTCP(c) {
+		return context.WithValue(ctx, peerKey{}, peer{tcp: true, addr: remoteIP(c),
+			err: errors.New("a TCP request has no caller until its API key is checked")})
+	}
 	caller, err := peerCredentials(c)
 	return context.WithValue(ctx, peerKey{}, peer{caller: caller, err: err})
 }

@@ -53,7 +53,11 @@ type Server struct {
 	limits   *callerLimits
 	refusals *audit.RefusalLimiter // nil without a sink
 	live     *liveSettings         // admin overrides (settings.go)
-	handler  http.Handler
+	// auth authenticates requests on TCP listeners (SetAuth).
+	auth          Auth
+	authFails     *authFailures
+	authFailDelay time.Duration
+	handler       http.Handler
 
 	envMu sync.Mutex
 	envs  *envChecker // nil until WatchEnvironments (environments.go)
@@ -82,6 +86,8 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 		shutdownGrace: defaultShutdownGrace,
 		killGrace:     defaultKillGrace,
 		live:          newLiveSettings(cfg),
+		authFails:     newAuthFailures(authFailLimit, authFailWindow, authFailTable),
+		authFailDelay: defaultAuthFailDelay,
 	}
 	s.limits = newCallerLimits(cfg.MaxConnections, cfg.MaxConnectionsPerCaller, cfg.CallerBodyBudget, log)
 	s.limits.refused = s.connRefused
@@ -91,6 +97,11 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 	s.handler = s.routes()
 	return s
 }
+
+// SetAuth sets how requests on TCP listeners are authenticated. Call it
+// before Serve. Without it a TCP request is served as the anonymous caller,
+// which cmd/sandboxd permits only with --allow-no-auth on loopback.
+func (s *Server) SetAuth(a Auth) { s.auth = a }
 
 // Handler returns the API as an http.Handler. Requests are authorised by the
 // peer credentials that Serve's ConnContext attaches; a request without them
@@ -114,7 +125,17 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(api.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
-	return s.recoverPanics(s.authorize(s.limitBodies(cleanPath(mux))))
+	authed := s.authorize(s.limitBodies(cleanPath(mux)))
+	return s.recoverPanics(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// GET /healthz answers everyone on every listener, before
+		// authentication, for load balancers; it tells nothing but
+		// liveness and the version.
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			s.handleHealthz(w, r)
+			return
+		}
+		authed.ServeHTTP(w, r)
+	}))
 }
 
 func methodNotAllowedHandler(allow string) http.Handler {
@@ -151,6 +172,12 @@ func cleanPath(next http.Handler) http.Handler {
 // so a refused peer learns nothing about which paths exist.
 func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := r.Context().Value(peerKey{}).(peer); ok && p.tcp {
+			if r, ok = s.authenticateTCP(w, r, p); ok {
+				next.ServeHTTP(w, r)
+			}
+			return
+		}
 		caller, err := callerFrom(r.Context())
 		if err == nil && authorized(caller, s.selfUID, s.cfg.AllowUIDs, s.cfg.AllowGIDs) {
 			next.ServeHTTP(w, r)
@@ -274,8 +301,11 @@ func (s *Server) archiveHealth(ctx context.Context) string {
 // gracefully: it stops accepting, lets in-flight requests finish for a grace
 // period, then cancels the ones still running (the launcher kills their
 // execs) and waits a little for their answers. It returns nil after a
-// shutdown and an error when the listener fails. It closes ln.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+// shutdown and an error when a listener fails. It closes ln and more: the
+// Unix socket and the TCP listeners share one http.Server, so one shutdown
+// covers them all.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, more ...net.Listener) error {
+	lns := append([]net.Listener{ln}, more...)
 	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelBase(errShuttingDown)
 	srv := &http.Server{
@@ -292,13 +322,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ConnState:         s.limits.connState,
 	}
 	defer s.startRefusalFlusher()()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.version)
+	errc := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve on %s: %w", l.Addr(), err)
+				return
+			}
+			errc <- nil
+		}()
+		s.log.Info("serving", "addr", l.Addr().String(), "version", s.version)
+	}
 
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+		_ = srv.Close()
+		return err
 	case <-ctx.Done():
 	}
 
@@ -317,8 +356,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = srv.Close()
 		}
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	var errs []error
+	for range lns {
+		errs = append(errs, <-errc)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	s.log.Info("stopped")
 	return nil

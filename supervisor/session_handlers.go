@@ -178,7 +178,7 @@ func (s *Server) auditFile(r *http.Request, sess *Session, step, path string, ap
 		facts = map[string]any{}
 	}
 	facts["session_id"], facts["path"] = sess.ID, path
-	rec := audit.Record{ExecID: sess.ID, Step: step, Source: "supervisor", CallerUID: caller.UID, CallerGID: caller.GID,
+	rec := audit.Record{ExecID: sess.ID, Step: step, Source: "supervisor", CallerUID: caller.UID, CallerGID: caller.GID, Caller: caller.ID(),
 		CallerPID: caller.PID, OK: apiE == nil, Facts: facts}
 	if apiE != nil {
 		rec.Error = apiE.Error()

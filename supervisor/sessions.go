@@ -28,13 +28,17 @@ import (
 // Session is one persistent workspace and its metadata. Execs in a session
 // run one at a time; a delete or an idle TTL ends it.
 //
-// A session belongs to the uid that created it: other callers get 404 for
-// it, as if it did not exist, except root and the supervisor's own uid,
-// which see every session (they could read the state directory anyway).
+// A session belongs to the caller that created it (its identity, Caller.ID:
+// a uid or an API key's name): other callers get 404 for it, as if it did
+// not exist, except root, the supervisor's own uid (they could read the
+// state directory anyway) and API keys marked admin, which see every session.
 type Session struct {
-	ID         string    `json:"id"`
-	Key        string    `json:"key,omitempty"`
-	OwnerUID   int       `json:"owner_uid"`
+	ID       string `json:"id"`
+	Key      string `json:"key,omitempty"`
+	OwnerUID int    `json:"owner_uid"`
+	// Owner is the owner's identity ("uid:N" or "key:<name>"); empty in
+	// sessions persisted before API keys existed, which belong to OwnerUID.
+	Owner      string    `json:"owner,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	LastUsedAt time.Time `json:"last_used_at"`
 	TTLSeconds int64     `json:"ttl_seconds"`
@@ -58,6 +62,14 @@ type Session struct {
 	// cancelExec ends the running exec, if any (delete, shutdown).
 	cancelExec context.CancelFunc
 	drained    chan struct{} // closed when busy drops to 0 while deleting
+}
+
+// owner is the session owner's identity.
+func (s *Session) owner() string {
+	if s.Owner != "" {
+		return s.Owner
+	}
+	return Caller{UID: s.OwnerUID}.ID()
 }
 
 // WorkspaceName is the session's directory name below the workspace root
@@ -243,7 +255,7 @@ func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, e
 	}
 	facts["session_id"] = s.ID
 	if err := st.cfg.Sink.Write(audit.Record{ExecID: s.ID, Step: step, Source: "supervisor",
-		CallerUID: caller.UID, CallerGID: caller.GID, CallerPID: caller.PID, OK: ok, Error: errMsg, Facts: facts}); err != nil {
+		CallerUID: caller.UID, CallerGID: caller.GID, CallerPID: caller.PID, Caller: caller.ID(), OK: ok, Error: errMsg, Facts: facts}); err != nil {
 		st.cfg.Log.Error("audit write failed", "session", s.ID, "step", step, "err", err)
 	}
 }
@@ -284,19 +296,19 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		network = ""
 	}
 	now := st.cfg.Now().UTC()
-	s := &Session{ID: newExecID(), Key: key, OwnerUID: caller.UID, CreatedAt: now, LastUsedAt: now,
+	s := &Session{ID: newExecID(), Key: key, OwnerUID: caller.UID, Owner: caller.ID(), CreatedAt: now, LastUsedAt: now,
 		TTLSeconds: ttl, Network: network, execSlot: make(chan struct{}, 1)}
 	st.mu.Lock()
 	if len(st.sessions) >= st.cfg.MaxSessions {
 		st.mu.Unlock()
 		return nil, ErrTooManySessions
 	}
-	if n := st.ownedLocked(caller.UID); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
+	if n := st.ownedLocked(caller.ID()); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
 		st.mu.Unlock()
 		// Class ResourceExhausted, as the global cap: 429 with
 		// Retry-After; errors.Is(err, ErrTooManySessions) holds too.
 		return nil, errdefs.New(errdefs.ErrResourceExhausted,
-			fmt.Sprintf("uid %d holds %d sessions, its share (--max-sessions-per-caller); delete one or retry later", caller.UID, n),
+			fmt.Sprintf("%s holds %d sessions, its share (--max-sessions-per-caller); delete one or retry later", caller.ID(), n),
 			"", ErrTooManySessions)
 	}
 	st.sessions[s.ID] = s // reserve the slot
@@ -312,7 +324,15 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		return fail(fmt.Errorf("create workspace: %w", err))
 	}
 	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
-	if key != "" && st.archives != nil && !st.archivesOff.Load() {
+	if key != "" && st.archives != nil && caller.Key != "" {
+		// Archives are keyed by the owner's uid (package archive); an
+		// API-key caller has none (-1), and sharing one owner between
+		// keys would let one key restore another's workspace. Fail
+		// closed: a key caller's sessions are neither restored nor
+		// archived until archives are keyed by identity.
+		st.cfg.Log.Info("session key ignored for archives: the caller is an API key", "session", s.ID, "caller", caller.ID())
+	}
+	if key != "" && st.archives != nil && !st.archivesOff.Load() && caller.Key == "" {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
 		if err := st.restore(s, caller); err != nil {
@@ -393,11 +413,11 @@ func (st *SessionStore) archive(s *Session, caller Caller, facts map[string]any)
 	st.audit("session.archive", s, caller, true, "", rec)
 }
 
-// ownedLocked counts the sessions of uid; st.mu is held.
-func (st *SessionStore) ownedLocked(uid int) int {
+// ownedLocked counts the sessions of the caller who; st.mu is held.
+func (st *SessionStore) ownedLocked(who string) int {
 	n := 0
 	for _, s := range st.sessions {
-		if s.OwnerUID == uid {
+		if s.owner() == who {
 			n++
 		}
 	}
@@ -406,7 +426,8 @@ func (st *SessionStore) ownedLocked(uid int) int {
 
 // visible reports whether caller may see s.
 func (st *SessionStore) visible(s *Session, caller Caller) bool {
-	return caller.UID == 0 || caller.UID == st.cfg.SelfUID || caller.UID == s.OwnerUID
+	// A key caller's UID is -1, so the uid rules never match it.
+	return caller.UID == 0 || caller.UID == st.cfg.SelfUID || caller.Admin || caller.ID() == s.owner()
 }
 
 // Get returns a session the caller may see.
@@ -555,7 +576,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	st.stopKernels(s)
 
 	facts := map[string]any{"why": why}
-	if s.Key != "" && st.archives != nil && !st.archivesOff.Load() {
+	if s.Key != "" && st.archives != nil && !st.archivesOff.Load() && !strings.HasPrefix(s.owner(), "key:") {
 		st.archive(s, caller, facts)
 	}
 	err := RemoveWorkspace(st.WorkspaceDir(s))

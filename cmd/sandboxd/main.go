@@ -6,10 +6,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
@@ -149,15 +152,73 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv.WatchEnvironments(ctx, trees, supervisor.DefaultEnvironmentRecheck)
+	tcp, err := listenTCP(ctx, cfg, srv, log)
+	if err != nil {
+		_ = ln.Close()
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
 	go sessions.RunReaper(ctx, time.Second)
-	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "uid", os.Getuid(),
+	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "tcp", cfg.Listen, "uid", os.Getuid(),
 		"helper", cfg.HelperPath, "state_dir", cfg.StateDir, "audit_log", cfg.AuditLog())
-	if err := srv.Serve(ctx, ln); err != nil {
+	if err := srv.Serve(ctx, ln, tcp...); err != nil {
 		log.Error("serve", "err", err)
 		return 1
 	}
 	log.Info("sandboxd stopped")
 	return 0
+}
+
+// listenTCP opens the --listen addresses: it loads the API keys (the
+// configuration has already refused TCP without keys unless --allow-no-auth
+// on loopback), the TLS certificate, reloaded on SIGHUP until ctx ends, and
+// the client CA.
+func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, log *slog.Logger) ([]net.Listener, error) {
+	if len(cfg.Listen) == 0 {
+		return nil, nil
+	}
+	auth := supervisor.Auth{}
+	if cfg.APIKeysFile != "" {
+		keys, err := apikey.Load(cfg.APIKeysFile, os.Getuid())
+		if err != nil {
+			return nil, err
+		}
+		auth.Keys = keys
+		log.Info("api keys loaded", "file", cfg.APIKeysFile, "names", keys.Names())
+	} else {
+		log.Warn("TCP listeners without authentication (--allow-no-auth, loopback only): every local process is the caller key:anonymous")
+	}
+	srv.SetAuth(auth)
+	var tlsConf *tls.Config
+	if cfg.TLSCert != "" {
+		certs, err := supervisor.NewCertReloader(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, err
+		}
+		if tlsConf, err = supervisor.TLSConfig(certs, cfg.TLSClientCA); err != nil {
+			return nil, err
+		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		go func() {
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					if err := certs.Reload(); err != nil {
+						log.Error("SIGHUP: TLS certificate not reloaded; the old one stays", "err", err)
+						continue
+					}
+					log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
+				}
+			}
+		}()
+	} else {
+		log.Warn("TCP listeners without TLS: API keys travel in clear text; set --tls-cert and --tls-key unless a TLS proxy fronts sandboxd")
+	}
+	return supervisor.ListenTCP(cfg.Listen, tlsConf)
 }
 
 // checkUnprivileged enforces I1: no root, no capability. The supervisor

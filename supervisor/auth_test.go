@@ -1,0 +1,443 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/apikey"
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/policy"
+)
+
+const (
+	keyAlice = "0123456789abcdef0123456789abcdef0123456789abcdef"
+	keyBob   = "fedcba9876543210fedcba9876543210fedcba9876543210"
+)
+
+type tcpServer struct {
+	*testServer
+	url    string
+	client *http.Client
+}
+
+// startTCP serves a Server on a Unix socket and a loopback TCP listener
+// (with TLS when tlsConf is set) with alice's and bob's keys.
+func startTCP(t *testing.T, tlsConf *tls.Config, opts ...serverOpt) *tcpServer {
+	t.Helper()
+	keys, err := apikey.Parse([]byte("alice:" + keyAlice + "\nbob:" + keyBob + "\nroot:" + strings.Repeat("a", 40) + ":admin\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := ListenTCP([]string{"tcp://127.0.0.1:0"}, tlsConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]serverOpt{func(s *Server) {
+		s.SetAuth(Auth{Keys: keys})
+		st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8,
+			TTLDefault: 60, TTLCap: 60, SelfUID: os.Getuid(), Sink: s.sink, Log: discardLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetSessions(st)
+	}}, opts...)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ts := startServerWith(t, sock, testConfig(), opts, ln[0])
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+	}
+	return &tcpServer{testServer: ts, url: scheme + "://" + ln[0].Addr().String(),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+}
+
+// startServerWith is startServerAt with extra listeners.
+func startServerWith(t *testing.T, sock string, cfg policy.Config, opts []serverOpt, more ...net.Listener) *testServer {
+	t.Helper()
+	fl := &fakeLauncher{}
+	sink := &audit.Memory{}
+	srv := NewServer(cfg, fl, fakeProber{readyChecks()}, sink, nil, "1.2.3")
+	for _, o := range opts {
+		o(srv)
+	}
+	ln, err := Listen(sock, "")
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{t: t, srv: srv, launcher: fl, sink: sink, sock: sock, client: unixClient(sock), cancel: cancel, done: make(chan error, 1)}
+	go func() { ts.done <- srv.Serve(ctx, ln, more...) }()
+	t.Cleanup(func() { ts.stop() })
+	return ts
+}
+
+func (s *tcpServer) req(t *testing.T, method, path, key, body string) (int, []byte, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		r.Header.Set("Authorization", key)
+	}
+	resp, err := s.client.Do(r)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+// TestTCPBearerAuth: a missing, malformed, wrong, truncated or extended
+// key is 401 unauthenticated with one message; the right key is served.
+func TestTCPBearerAuth(t *testing.T) {
+	s := startTCP(t, nil, func(s *Server) { s.authFailDelay = 0 })
+	for _, tc := range []struct{ name, hdr string }{
+		{"missing", ""},
+		{"other scheme", "Basic " + keyAlice},
+		{"no token", "Bearer "},
+		{"wrong key", "Bearer " + strings.Repeat("0", 48)},
+		{"trailing byte", "Bearer " + keyAlice + "0"},
+		{"one byte short", "Bearer " + keyAlice[:47]},
+		{"last byte wrong", "Bearer " + keyAlice[:47] + "0"},
+		{"key name", "Bearer alice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, b, h := s.req(t, "GET", "/v1/health", tc.hdr, "")
+			var e api.ErrorBody
+			if err := json.Unmarshal(b, &e); err != nil || st != 401 || e.Error.Code != api.CodeUnauthenticated || e.Error.Message != unauthenticatedMsg {
+				t.Fatalf("got %d %s; want 401 unauthenticated", st, b)
+			}
+			if h.Get("WWW-Authenticate") == "" {
+				t.Error("no WWW-Authenticate header")
+			}
+		})
+	}
+	if st, b, _ := s.req(t, "GET", "/v1/health", "Bearer "+keyAlice, ""); st != 200 {
+		t.Fatalf("right key: %d %s", st, b)
+	}
+	if st, b, _ := s.req(t, "GET", "/v1/health", "bearer "+keyBob, ""); st != 200 {
+		t.Fatalf("scheme is case-insensitive: %d %s", st, b)
+	}
+	// The refusals are audited under the address, never with the key.
+	for _, r := range s.sink.Records {
+		if rb, _ := json.Marshal(r); strings.Contains(string(rb), keyAlice[:20]) {
+			t.Fatalf("an audit record carries the key: %s", rb)
+		}
+	}
+}
+
+// TestHealthzNoAuth: /healthz answers without a key, with ok and version only.
+func TestHealthzNoAuth(t *testing.T) {
+	s := startTCP(t, nil)
+	st, b, _ := s.req(t, "GET", "/healthz", "", "")
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil || st != 200 || m["ok"] != true || m["version"] != "1.2.3" || len(m) != 2 {
+		t.Fatalf("healthz: %d %s", st, b)
+	}
+	// And on the Unix socket too.
+	if r := s.testServer.do("GET", "/healthz", ""); r.status != 200 {
+		t.Fatalf("healthz on the socket: %d %s", r.status, r.body)
+	}
+}
+
+// TestTCPSessionsPerKey: two keys' sessions are invisible to each other;
+// an admin key sees both; the caller identity is in the audit records.
+func TestTCPSessionsPerKey(t *testing.T) {
+	s := startTCP(t, nil)
+	create := func(key string) string {
+		st, b, _ := s.req(t, "POST", "/v1/sessions", "Bearer "+key, "{}")
+		var sess api.Session
+		if err := json.Unmarshal(b, &sess); err != nil || st != 201 && st != 200 {
+			t.Fatalf("create: %d %s", st, b)
+		}
+		return sess.ID
+	}
+	a, b := create(keyAlice), create(keyBob)
+	list := func(key string) []string {
+		st, body, _ := s.req(t, "GET", "/v1/sessions", "Bearer "+key, "")
+		var l struct {
+			Sessions []api.Session `json:"sessions"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil || st != 200 {
+			t.Fatalf("list: %d %s", st, body)
+		}
+		var ids []string
+		for _, x := range l.Sessions {
+			ids = append(ids, x.ID)
+		}
+		return ids
+	}
+	if got := list(keyAlice); !slices.Equal(got, []string{a}) {
+		t.Fatalf("alice sees %v; want only %s", got, a)
+	}
+	if got := list(keyBob); !slices.Equal(got, []string{b}) {
+		t.Fatalf("bob sees %v; want only %s", got, b)
+	}
+	if st, body, _ := s.req(t, "GET", "/v1/sessions/"+a, "Bearer "+keyBob, ""); st != 404 {
+		t.Fatalf("bob reads alice's session: %d %s", st, body)
+	}
+	if st, body, _ := s.req(t, "DELETE", "/v1/sessions/"+a, "Bearer "+keyBob, ""); st != 404 {
+		t.Fatalf("bob deletes alice's session: %d %s", st, body)
+	}
+	if got := list(strings.Repeat("a", 40)); len(got) != 2 {
+		t.Fatalf("the admin key sees %v; want both", got)
+	}
+	found := false
+	for _, r := range s.sink.Records {
+		if r.Step == "session.create" && r.Caller == "key:alice" && r.CallerUID == -1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal(`no session.create record with caller "key:alice"`)
+	}
+}
+
+// TestAuthRateLimit: past authFailLimit failures one address gets 429,
+// even with the right key, until the window ends.
+func TestAuthRateLimit(t *testing.T) {
+	s := startTCP(t, nil, func(s *Server) { s.authFailDelay = 0 })
+	for i := 0; i < authFailLimit; i++ {
+		if st, _, _ := s.req(t, "GET", "/v1/health", "Bearer nope", ""); st != 401 {
+			t.Fatalf("failure %d: %d", i, st)
+		}
+	}
+	st, b, h := s.req(t, "GET", "/v1/health", "Bearer "+keyAlice, "")
+	if st != 429 || h.Get("Retry-After") == "" || !strings.Contains(string(b), "limit_exceeded") {
+		t.Fatalf("after %d failures: %d %s", authFailLimit, st, b)
+	}
+}
+
+// TestAuthFailuresBounded: the per-address table never grows past its
+// bound; new addresses then share the overflow entry, which rate-limits.
+func TestAuthFailuresBounded(t *testing.T) {
+	a := newAuthFailures(2, time.Minute, 8)
+	now := time.Now()
+	for i := 0; i < 1000; i++ {
+		a.fail(net.IPv4(10, 0, byte(i>>8), byte(i)).String(), now)
+	}
+	if n := a.size(); n > 8 {
+		t.Fatalf("table holds %d addresses; bound 8", n)
+	}
+	if _, lim := a.limited("192.0.2.1", now); !lim {
+		t.Fatal("a new address while the table is full and the overflow is over its limit is not limited")
+	}
+	if _, lim := a.limited("192.0.2.1", now.Add(2*time.Minute)); lim {
+		t.Fatal("still limited after the window")
+	}
+}
+
+// TestAuthTiming: with the fixed delay off, so only the key comparison is
+// measured, a near miss (the right key with its last byte changed) and a
+// far miss (wrong from the first byte) take the same time within noise,
+// over 2,000 tries each, interleaved.
+func TestAuthTiming(t *testing.T) {
+	s := startTCP(t, nil, func(s *Server) {
+		s.authFailDelay = 0
+		s.authFails = newAuthFailures(1<<30, time.Minute, 16)
+	})
+	tr := &http.Transport{MaxIdleConnsPerHost: 1}
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	defer tr.CloseIdleConnections()
+	once := func(key string) time.Duration {
+		r, _ := http.NewRequest("GET", s.url+"/v1/health", nil)
+		r.Header.Set("Authorization", "Bearer "+key)
+		start := time.Now()
+		resp, err := c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if resp.StatusCode != 401 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return d
+	}
+	near := keyAlice[:47] + "0"
+	far := "X" + strings.Repeat("z", 47)
+	const n = 2000
+	var dn, df []time.Duration
+	for i := 0; i < 50; i++ { // warm up
+		once(near)
+		once(far)
+	}
+	for i := 0; i < n; i++ {
+		dn = append(dn, once(near))
+		df = append(df, once(far))
+	}
+	mn, mf := median(dn), median(df)
+	diff := mn - mf
+	if diff < 0 {
+		diff = -diff
+	}
+	t.Logf("median over %d tries: near miss %v, far miss %v, difference %v", n, mn, mf, diff)
+	// Generous: a comparison that stopped at the first wrong byte would
+	// not show at this resolution either, but a per-byte delay or an
+	// early exit with real work would; the bound catches gross leaks.
+	if bound := max(mn, mf) / 5; diff > bound {
+		t.Fatalf("near and far misses differ by %v (bound %v)", diff, bound)
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestAuthFailDelay: a failed attempt is answered no sooner than the
+// fixed delay after it arrived.
+func TestAuthFailDelay(t *testing.T) {
+	s := startTCP(t, nil, func(s *Server) { s.authFailDelay = 200 * time.Millisecond })
+	start := time.Now()
+	if st, _, _ := s.req(t, "GET", "/v1/health", "Bearer "+keyAlice+"x", ""); st != 401 {
+		t.Fatalf("status %d", st)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("answered after %v; the delay is 200ms", d)
+	}
+}
+
+// testCA is a CA made in the test, with leaf certificates for the server
+// and a client.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sandboxd test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// leaf writes a certificate and key signed by the CA to dir and returns
+// their paths.
+func (ca *testCA) leaf(t *testing.T, dir, name string, serial int64, client bool) (certPath, keyPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
+	if client {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPath, keyPath
+}
+
+// TestTLSClientCertAndReload: TLS with a test CA; a client certificate is
+// required when a client CA is set; Reload serves a new certificate.
+func TestTLSClientCertAndReload(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	certPath, keyPath := ca.leaf(t, dir, "server", 100, false)
+	cliCert, cliKey := ca.leaf(t, dir, "client", 200, true)
+	caPath := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caPath, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := NewCertReloader(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := TLSConfig(certs, caPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startTCP(t, conf)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.pem)
+
+	// No client certificate: the handshake fails.
+	noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if resp, err := noCert.Get(s.url + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatal("served without a client certificate")
+	}
+	pair, err := tls.LoadX509KeyPair(cliCert, cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() int64 {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, DisableKeepAlives: true}
+		s.client = &http.Client{Timeout: 5 * time.Second, Transport: tr}
+		r, _ := http.NewRequest("GET", s.url+"/v1/health", nil)
+		r.Header.Set("Authorization", "Bearer "+keyAlice)
+		resp, err := s.client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("with client certificate and key: %d", resp.StatusCode)
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber.Int64()
+	}
+	if got := serial(); got != 100 {
+		t.Fatalf("serial %d; want 100", got)
+	}
+	ca.leaf(t, dir, "server", 101, false) // overwrite in place
+	if err := certs.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(); got != 101 {
+		t.Fatalf("after reload serial %d; want 101", got)
+	}
+}
