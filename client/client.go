@@ -1,5 +1,6 @@
 // Package client speaks the sandboxd API (docs/API.md) over the
-// supervisor's Unix socket. It owns the mapping of answers to Go errors: an
+// supervisor's Unix socket, or over TCP (HTTP or HTTPS) with a bearer API
+// key (NewRemote). It owns the mapping of answers to Go errors: an
 // API error body becomes an *APIError, anything else that goes wrong on the
 // way is a plain wrapped error. The wire types are package api's; the names
 // here are aliases of them, kept so that callers of this package compile.
@@ -35,7 +36,9 @@ const maxAnswerBytes = 256 << 20
 // Client is a connection factory for one supervisor socket. It is safe for
 // concurrent use.
 type Client struct {
-	socket string
+	socket string // where, for error messages: the socket path or the URL
+	base   string // scheme://host of every request
+	key    string // API key sent as a bearer token; "" over the socket
 	http   *http.Client
 }
 
@@ -43,6 +46,7 @@ type Client struct {
 func New(socket string) *Client {
 	return &Client{
 		socket: socket,
+		base:   "http://sandboxd",
 		http: &http.Client{Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
@@ -133,7 +137,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (int,
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://sandboxd"+path, rd)
+	req, err := c.newRequest(ctx, method, path, rd)
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("build request: %w", err)
 	}

@@ -101,7 +101,7 @@ func (c *Client) DeleteFile(ctx context.Context, id, path string) error {
 
 // PutFile uploads body as path in a session's workspace, streaming it.
 func (c *Client) PutFile(ctx context.Context, id, path string, body io.Reader, size int64) (*Uploaded, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://sandboxd"+filePath(id, path), body)
+	req, err := c.newRequest(ctx, http.MethodPut, filePath(id, path), body)
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
@@ -122,7 +122,7 @@ func (c *Client) PutFile(ctx context.Context, id, path string, body io.Reader, s
 
 // GetFile streams path of a session's workspace into w.
 func (c *Client) GetFile(ctx context.Context, id, path string, w io.Writer) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandboxd"+filePath(id, path), nil)
+	req, err := c.newRequest(ctx, http.MethodGet, filePath(id, path), nil)
 	if err != nil {
 		return 0, fmt.Errorf("build request: %w", err)
 	}

@@ -8,15 +8,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/sandboxd/sandboxd/client"
 )
 
 func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
-	socket := fs.String("socket", defaultSocket(lookupEnv), "")
+	conn := addConnFlags(fs, lookupEnv)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return usage(sio.err, "health: %v", err)
@@ -24,7 +22,11 @@ func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 	if len(pos) > 0 {
 		return usage(sio.err, "health: unexpected argument %q", pos[0])
 	}
-	h, raw, err := client.New(*socket).Health(ctx)
+	cl, err := conn.client()
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
+	h, raw, err := cl.Health(ctx)
 	if err != nil {
 		return fail(sio.err, err)
 	}

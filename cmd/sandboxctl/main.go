@@ -5,10 +5,11 @@
 // set-up chores (`admin`, e.g. delegating cgroup directories). It owns the
 // arguments, the output and the exit codes.
 //
-// It must never run the code it is given itself, never grant itself a
-// privilege (what it changes as root, it changes because the operator ran
-// it as root), and never write a returned artifact outside the directory it
-// was asked to write into.
+// It must never talk to a supervisor but through its socket or the --url
+// of its TCP listener, never run the code it is given itself, never grant
+// itself a privilege (what it changes as root, it changes because the
+// operator ran it as root), and never write a returned artifact outside the
+// directory it was asked to write into.
 package main
 
 import (
@@ -86,6 +87,15 @@ run options:
                       through the supervisor's proxy (--json shows each connection)
   --socket PATH       supervisor socket (default $SANDBOXD_SOCKET, else
                       /run/sandboxd/sandboxd.sock)
+  --url URL           reach a TCP listener instead: https://HOST:PORT (default
+                      $SANDBOXD_URL); every command that talks to sandboxd
+                      takes these connection flags
+  --api-key-file F    the API key, first line of F (default
+                      $SANDBOXD_API_KEY_FILE; else the key in $SANDBOXD_API_KEY)
+  --ca-file F         PEM CA bundle that signed the server's certificate
+                      (default $SANDBOXD_CA_FILE; else the system roots)
+  --client-cert F, --client-key F
+                      client certificate for a supervisor with --tls-client-ca
 
 audit (reads the log files; the supervisor's user or root can read them):
   verify [FILE...]    check the hash chain of the audit log ending in FILE

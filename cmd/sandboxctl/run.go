@@ -27,17 +27,17 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		lang, code, stdinFile, socket, artifactsDir string
-		asJSON, noStream, forceStream               bool
-		mode, entrypoint, inputs                    string
-		timeout                                     int64 = -1
-		envs, files, artifacts                      multiFlag
+		lang, code, stdinFile, artifactsDir string
+		asJSON, noStream, forceStream       bool
+		mode, entrypoint, inputs            string
+		timeout                             int64 = -1
+		envs, files, artifacts              multiFlag
 	)
 	fs.StringVar(&lang, "lang", "", "")
 	fs.StringVar(&code, "c", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.Int64Var(&timeout, "timeout", -1, "")
-	fs.StringVar(&socket, "socket", defaultSocket(lookupEnv), "")
+	conn := addConnFlags(fs, lookupEnv)
 	fs.Var(&envs, "env", "")
 	fs.StringVar(&stdinFile, "stdin-file", "", "")
 	fs.Var(&files, "file", "")
@@ -143,8 +143,12 @@ func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string
 		}
 		req.Files = append(req.Files, api.ExecFile{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
 	}
+	cl, err := conn.client()
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
 	stream := !noStream && !asJSON && (forceStream || isTerminal(sio.out))
-	res, raw, streamed, err := execute(ctx, client.New(socket), session, req, stream, sio)
+	res, raw, streamed, err := execute(ctx, cl, session, req, stream, sio)
 	if err != nil {
 		return fail(sio.err, err)
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/sandboxd/sandboxd/client"
 )
 
 // cmdSession: sandboxctl session create|list|show|exec|rm.
@@ -28,7 +26,7 @@ func cmdSession(ctx context.Context, args []string, sio stdio, lookupEnv func(st
 	}
 	fs := flag.NewFlagSet("session "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	socket := fs.String("socket", defaultSocket(lookupEnv), "")
+	conn := addConnFlags(fs, lookupEnv)
 	asJSON := fs.Bool("json", false, "")
 	ttl := fs.Int64("ttl", 0, "")
 	key := fs.String("key", "", "")
@@ -36,7 +34,10 @@ func cmdSession(ctx context.Context, args []string, sio stdio, lookupEnv func(st
 	if err != nil {
 		return usage(sio.err, "session %s: %v", sub, err)
 	}
-	cl := client.New(*socket)
+	cl, err := conn.client()
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
 	needID := func() (string, bool) {
 		if len(pos) != 1 {
 			return "", false
@@ -107,13 +108,16 @@ func cmdFiles(ctx context.Context, args []string, sio stdio, lookupEnv func(stri
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("files "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	socket := fs.String("socket", defaultSocket(lookupEnv), "")
+	conn := addConnFlags(fs, lookupEnv)
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return usage(sio.err, "files %s: %v", sub, err)
 	}
-	cl := client.New(*socket)
+	cl, err := conn.client()
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
 	switch sub {
 	case "put": // SESSION WS_PATH LOCAL|-
 		if len(pos) != 3 {
