@@ -56,6 +56,10 @@ Usage:
   sandboxctl admin env-build --name NAME --language python --requirements FILE --find-links DIR
   sandboxctl audit verify [--json] [--partial] [FILE...]
   sandboxctl audit show EXEC_ID [--log FILE] [--json]
+  sandboxctl mcp [--socket PATH | --url URL --api-key-file F [--ca-file F]]
+                      serve the Model Context Protocol on stdin/stdout (tools
+                      run_code, create_session, upload_file, download_file,
+                      list_files, delete_session) for an AI agent
   sandboxctl help
 
 run options:
@@ -169,6 +173,8 @@ func run(ctx context.Context, args []string, io stdio, lookupEnv func(string) (s
 		return cmdSession(ctx, args[1:], io, lookupEnv)
 	case "files":
 		return cmdFiles(ctx, args[1:], io, lookupEnv)
+	case "mcp":
+		return cmdMCP(ctx, args[1:], io, lookupEnv)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(io.out, helpText)
 		return exitOK
