@@ -279,6 +279,16 @@ func TestI13TCPKeys(t *testing.T) {
 			t.Errorf("no audit record %q; have %v", want, found)
 		}
 	}
+	// The chain, with the refusals' remote_addr and auth facts, verifies
+	// strictly (every fact typed); no record carries a key.
+	s.stop()
+	if out, err := exec.Command(in.path("bin/sandboxctl"), "audit", "verify", s.audit).CombinedOutput(); err != nil {
+		t.Fatalf("audit verify: %v\n%s", err, out)
+	}
+	raw, _ := os.ReadFile(s.audit)
+	if bytes.Contains(raw, []byte(itKeyAlice[:16])) || !bytes.Contains(raw, []byte(`"auth":"bad_key"`)) {
+		t.Fatal("the audit log holds a key, or no bad_key refusal")
+	}
 }
 
 type testCA struct {

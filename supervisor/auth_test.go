@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -145,11 +147,22 @@ func TestTCPBearerAuth(t *testing.T) {
 	if st, b, _ := s.req(t, "GET", "/v1/health", "bearer "+keyBob, ""); st != 200 {
 		t.Fatalf("scheme is case-insensitive: %d %s", st, b)
 	}
-	// The refusals are audited under the address, never with the key.
+	// The refusals are audited under the address, never with the key, and
+	// their facts are typed (audit verify decodes every record strictly).
+	refusals := 0
 	for _, r := range s.sink.Records {
 		if rb, _ := json.Marshal(r); strings.Contains(string(rb), keyAlice[:20]) {
 			t.Fatalf("an audit record carries the key: %s", rb)
 		}
+		if _, err := r.DecodeFacts(); err != nil && !errors.Is(err, facts.ErrUntyped) {
+			t.Fatalf("record %s: %v", r.Step, err)
+		}
+		if f, ok := r.Facts.(map[string]any); ok && f["auth"] == "bad_key" {
+			refusals++
+		}
+	}
+	if refusals == 0 {
+		t.Fatal("no auth refusal was audited")
 	}
 }
 
