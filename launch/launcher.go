@@ -195,6 +195,7 @@ func (h *HelperLauncher) prepareFailed(req Request, le *errdefs.Error) error {
 // reaped as usual. A probe's records say so (facts.probe).
 func (h *HelperLauncher) audit(req Request, r audit.Record) error {
 	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
+	r.Caller = req.Caller.ID()
 	if r.Source == "" {
 		r.Source = audit.SourceSupervisor
 	}

@@ -103,9 +103,10 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 // which cmd/sandboxd permits only with --allow-no-auth on loopback.
 func (s *Server) SetAuth(a Auth) { s.auth = a }
 
-// Handler returns the API as an http.Handler. Requests are authorised by the
-// peer credentials that Serve's ConnContext attaches; a request without them
-// (any transport but a Unix socket) is refused with 403.
+// Handler returns the API as an http.Handler. Requests are authorised by
+// what Serve's ConnContext attaches: a Unix-socket peer's credentials, or
+// the mark of a TCP listener, whose requests are authenticated by API key;
+// a request with neither (the handler served some other way) gets 403.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
