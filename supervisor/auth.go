@@ -74,6 +74,17 @@ func remoteIP(c net.Conn) string {
 	return host
 }
 
+// failKey is the failure-counting key of a remote address: the IPv4
+// address, or the /64 of an IPv6 one (a single host usually holds a whole
+// /64, and counting per /128 would give it 2^64 fresh counters).
+func failKey(addr string) string {
+	ip := net.ParseIP(addr)
+	if ip == nil || ip.To4() != nil {
+		return addr
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
 // bearer returns the token of an "Authorization: Bearer <token>" header.
 // The scheme is case-insensitive (RFC 7235); exactly one header, one space.
 func bearer(r *http.Request) (string, bool) {
@@ -96,7 +107,8 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 		c := Caller{UID: -1, GID: -1, PID: -1, Key: noAuthKeyName}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
 	}
-	if wait, limited := s.authFails.limited(p.addr, start); limited {
+	who := failKey(p.addr)
+	if wait, limited := s.authFails.limited(who, start); limited {
 		s.refuseAuth(w, r, p, apiErrRetry(api.CodeLimitExceeded,
 			"too many failed authentication attempts from this address; retry later", wait), "rate_limited")
 		return nil, false
@@ -109,7 +121,7 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 		c := Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
 	}
-	s.authFails.fail(p.addr, start)
+	s.authFails.fail(who, start)
 	if d := s.authFailDelay - time.Since(start); d > 0 {
 		t := time.NewTimer(d)
 		select {

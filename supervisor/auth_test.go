@@ -454,3 +454,16 @@ func TestTLSClientCertAndReload(t *testing.T) {
 		t.Fatalf("after reload serial %d; want 101", got)
 	}
 }
+
+func TestFailKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7":            "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"2001:db8:1:2::ffff":   "2001:db8:1:2::/64",
+		"::1":                  "::/64",
+	} {
+		if got := failKey(in); got != want {
+			t.Errorf("failKey(%s) = %s; want %s", in, got, want)
+		}
+	}
+}
