@@ -1,6 +1,7 @@
 // Package supervisor owns everything of sandboxd that talks to the outside
-// world: the Unix-socket HTTP API (authorisation by SO_PEERCRED, strict
-// decoding, the error contract of API.md), exec orchestration up to the
+// world: the HTTP API on the Unix socket (authorisation by SO_PEERCRED) and
+// on TCP listeners (authentication by bearer API key, optionally TLS),
+// strict decoding, the error contract of API.md, exec orchestration up to the
 // Launcher, metrics, and the supervisor's audit records for the accept and
 // decide steps of every launch.
 //
@@ -9,5 +10,7 @@
 // request's environment to anything but the payload, never act on a request
 // it could not audit, and never answer a payload failure with an API error.
 // Bad input from one caller must never crash the process or touch another
-// caller's work.
+// caller's work; a TCP request must never be served without a key unless
+// the operator allowed that on loopback, and an API key must never be
+// logged or audited.
 package supervisor
