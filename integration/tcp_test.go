@@ -279,6 +279,27 @@ func TestI13TCPKeys(t *testing.T) {
 			t.Errorf("no audit record %q; have %v", want, found)
 		}
 	}
+	// SIGHUP reloads the keys file: a key removed from it is revoked.
+	if err := os.WriteFile(s.keysFile, []byte("alice:"+itKeyAlice+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, err := bob.Health(ctx)
+		if errors.As(err, &apiE) && apiE.Status == 401 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's key still works after it was removed and SIGHUP sent: %v\n%s", err, s.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, _, err := alice.Health(ctx); err != nil {
+		t.Fatalf("alice after the reload: %v", err)
+	}
 	// The chain, with the refusals' remote_addr and auth facts, verifies
 	// strictly (every fact typed); no record carries a key.
 	s.stop()

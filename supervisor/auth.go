@@ -103,7 +103,8 @@ func bearer(r *http.Request) (string, bool) {
 // (401 or 429) and returns false.
 func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer) (*http.Request, bool) {
 	start := time.Now()
-	if s.auth.Keys == nil {
+	auth := s.auth.Load()
+	if auth == nil || auth.Keys == nil {
 		c := Caller{UID: -1, GID: -1, PID: -1, Key: noAuthKeyName}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
 	}
@@ -116,7 +117,7 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 	tok, _ := bearer(r)
 	// Match runs for a missing header too (on the empty string), so the
 	// work done is the same whatever was wrong.
-	k, ok := s.auth.Keys.Match(tok)
+	k, ok := auth.Keys.Match(tok)
 	if ok {
 		c := Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true

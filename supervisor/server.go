@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/admission"
@@ -54,7 +55,7 @@ type Server struct {
 	refusals *audit.RefusalLimiter // nil without a sink
 	live     *liveSettings         // admin overrides (settings.go)
 	// auth authenticates requests on TCP listeners (SetAuth).
-	auth          Auth
+	auth          atomic.Pointer[Auth] // nil: no authentication (SetAuth never called)
 	authFails     *authFailures
 	authFailDelay time.Duration
 	handler       http.Handler
@@ -101,7 +102,10 @@ func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *sl
 // SetAuth sets how requests on TCP listeners are authenticated. Call it
 // before Serve. Without it a TCP request is served as the anonymous caller,
 // which cmd/sandboxd permits only with --allow-no-auth on loopback.
-func (s *Server) SetAuth(a Auth) { s.auth = a }
+// It may be called again while serving (SIGHUP reloads the keys file):
+// requests after the call use the new keys, so removing a line revokes
+// that key without a restart.
+func (s *Server) SetAuth(a Auth) { s.auth.Store(&a) }
 
 // Handler returns the API as an http.Handler. Requests are authorised by
 // what Serve's ConnContext attaches: a Unix-socket peer's credentials, or

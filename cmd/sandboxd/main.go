@@ -171,54 +171,73 @@ func run() int {
 
 // listenTCP opens the --listen addresses: it loads the API keys (the
 // configuration has already refused TCP without keys unless --allow-no-auth
-// on loopback), the TLS certificate, reloaded on SIGHUP until ctx ends, and
-// the client CA.
+// on loopback) and the TLS certificate and client CA. SIGHUP reloads the
+// keys file and the certificate until ctx ends; a reload that fails keeps
+// what was loaded before.
 func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, log *slog.Logger) ([]net.Listener, error) {
 	if len(cfg.Listen) == 0 {
 		return nil, nil
 	}
-	auth := supervisor.Auth{}
-	if cfg.APIKeysFile != "" {
+	loadKeys := func() error {
+		if cfg.APIKeysFile == "" {
+			srv.SetAuth(supervisor.Auth{})
+			return nil
+		}
 		keys, err := apikey.Load(cfg.APIKeysFile, os.Getuid())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		auth.Keys = keys
+		srv.SetAuth(supervisor.Auth{Keys: keys})
 		log.Info("api keys loaded", "file", cfg.APIKeysFile, "names", keys.Names())
-	} else {
+		return nil
+	}
+	if err := loadKeys(); err != nil {
+		return nil, err
+	}
+	if cfg.APIKeysFile == "" {
 		log.Warn("TCP listeners without authentication (--allow-no-auth, loopback only): every local process is the caller key:anonymous")
 	}
-	srv.SetAuth(auth)
 	var tlsConf *tls.Config
+	var certs *supervisor.CertReloader
 	if cfg.TLSCert != "" {
-		certs, err := supervisor.NewCertReloader(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
+		var err error
+		if certs, err = supervisor.NewCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, err
 		}
 		if tlsConf, err = supervisor.TLSConfig(certs, cfg.TLSClientCA); err != nil {
 			return nil, err
 		}
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		go func() {
-			defer signal.Stop(hup)
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-hup:
-					if err := certs.Reload(); err != nil {
-						log.Error("SIGHUP: TLS certificate not reloaded; the old one stays", "err", err)
-						continue
-					}
-					log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
-				}
-			}
-		}()
 	} else {
 		log.Warn("TCP listeners without TLS: API keys travel in clear text; set --tls-cert and --tls-key unless a TLS proxy fronts sandboxd")
 	}
-	return supervisor.ListenTCP(cfg.Listen, tlsConf)
+	lns, err := supervisor.ListenTCP(cfg.Listen, tlsConf)
+	if err != nil {
+		return nil, err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if err := loadKeys(); err != nil {
+				log.Error("SIGHUP: API keys not reloaded; the old ones stay", "err", err)
+			}
+			if certs == nil {
+				continue
+			}
+			if err := certs.Reload(); err != nil {
+				log.Error("SIGHUP: TLS certificate not reloaded; the old one stays", "err", err)
+				continue
+			}
+			log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
+		}
+	}()
+	return lns, nil
 }
 
 // checkUnprivileged enforces I1: no root, no capability. The supervisor
