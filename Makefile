@@ -85,7 +85,7 @@ lint: deps
 # Packages not present are skipped (measured: workspace 2 min, the rest
 # under 1 min together). audit's tamper tests take five minutes
 # under -race and run no goroutines: only its concurrent tests run here.
-RACE_PKGS := admission api client errdefs internal/atomicfile launch policy supervisor workspace
+RACE_PKGS := admission api apikey client mcp errdefs internal/atomicfile launch policy supervisor workspace
 race:
 	$(GO) test -race -count=1 $$(for p in $(RACE_PKGS); do test -d $$p && echo ./$$p; done)
 	$(GO) test -race -count=1 -run 'Concurrent|Syslog|FileWriter' ./audit

@@ -242,7 +242,7 @@ func ParseListen(s string) (string, error) {
 	}
 	host, port, err := net.SplitHostPort(hp)
 	if err != nil {
-		return "", fmt.Errorf("%q: %v", s, err)
+		return "", fmt.Errorf("%q: %w", s, err)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 0 || n > 65535 {
