@@ -467,3 +467,47 @@ func TestFailKey(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyCallersNotArchived: archives are keyed by uid, which API-key
+// callers lack; their keyed sessions are neither archived nor restored, so
+// one key can never restore another's workspace by reusing its session key.
+func TestKeyCallersNotArchived(t *testing.T) {
+	archives := t.TempDir()
+	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+		ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := Caller{UID: -1, GID: -1, PID: -1, Key: "alice"}
+	bob := Caller{UID: -1, GID: -1, PID: -1, Key: "bob"}
+	s, err := st.Create(alice, nil, "shared-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(st.WorkspaceDir(s), "secret.txt"), []byte("alice's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(s.ID, alice, "delete"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Create(bob, nil, "shared-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Restored {
+		t.Fatal("bob's session was restored from an archive")
+	}
+	if _, err := os.Stat(filepath.Join(st.WorkspaceDir(b), "secret.txt")); err == nil {
+		t.Fatal("bob's workspace holds alice's file")
+	}
+	var tars []string
+	_ = filepath.WalkDir(archives, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			tars = append(tars, p)
+		}
+		return nil
+	})
+	if len(tars) != 0 {
+		t.Fatalf("archives written for a key caller: %v", tars)
+	}
+}
