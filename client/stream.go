@@ -53,7 +53,7 @@ func (c *Client) ExecStream(ctx context.Context, session string, req ExecRequest
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode exec request: %w", err)
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandboxd"+path, bytes.NewReader(body))
+	hr, err := c.newRequest(ctx, http.MethodPost, path, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, fmt.Errorf("build request: %w", err)
 	}

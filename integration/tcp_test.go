@@ -548,6 +548,10 @@ func TestI13MCP(t *testing.T) {
 	if r := tool("run_code", map[string]any{"language": "javascript", "code": "console.log('js', [1,2,3].map(x => x*2).join(','))"}); !strings.Contains(r.Text(), "js 2,4,6") {
 		t.Fatalf("javascript: %s", r.Text())
 	}
+	if r := tool("run_code", map[string]any{"language": "python", "code": "def main(a):\n    return {'double': a * 2}",
+		"entrypoint": "main", "inputs": map[string]any{"a": 21}}); !strings.Contains(r.Text(), `"double":42`) && !strings.Contains(r.Text(), `"double": 42`) {
+		t.Fatalf("entrypoint: %s", r.Text())
+	}
 	var sess struct {
 		ID string `json:"id"`
 	}

@@ -116,6 +116,15 @@ func TestProtocol(t *testing.T) {
 	if tr, err = mcptest.CheckToolResult(res); err != nil || tr.IsError || len(tr.Content) != 2 || tr.Content[1].Type != "image" {
 		t.Fatalf("run_code: %s %v", res, err)
 	}
+	// Displays, a return value and an exception are content too.
+	rich := execResult(&api.ExecResult{Stdout: "", Displays: []api.Display{{MIME: "image/png", DataBase64: "iVBORw0KGgo="},
+		{MIME: "text/html", Data: json.RawMessage(`"<b>x</b>"`)}}, ReturnValue: json.RawMessage(`{"double":4}`),
+		Exception: &api.Exception{Type: "ValueError", Message: "bad", Traceback: "tb"}})
+	b, _ := json.Marshal(rich)
+	if tr2, err := mcptest.CheckToolResult(b); err != nil || len(tr2.Content) != 3 || tr2.Content[1].Type != "image" ||
+		!strings.Contains(tr2.Text(), `{"double":4}`) || !strings.Contains(tr2.Text(), "ValueError: bad") || !strings.Contains(tr2.Text(), "display (text/html):\n<b>x</b>") {
+		t.Fatalf("rich result: %s %v", b, err)
+	}
 	// An unknown protocol version is answered with the newest.
 	res, err = c.Call("initialize", map[string]any{"protocolVersion": "1999-01-01"}, 5*time.Second)
 	if err != nil || !strings.Contains(string(res), ProtocolVersions[0]) {

@@ -85,15 +85,18 @@ var sessionProp = str("a session id from create_session")
 func toolList() []tool {
 	return []tool{
 		{Name: "run_code", Title: "Run code in a sandbox",
-			Description: "Run Python or JavaScript in an isolated sandbox (no network; CPU, memory and time limits) and return its exit status, stdout and stderr. " +
-				"Without a session each run starts from an empty /workspace; with one, files persist between runs. PNG files named in artifacts come back as images.",
+			Description: "Run Python, JavaScript or shell in an isolated sandbox (no network; CPU, memory and time limits) and return its exit status, stdout, stderr, " +
+				"rich displays (charts come back as PNG images), an entrypoint's return value and an uncaught exception. " +
+				"Without a session each run starts from an empty /workspace; with one, files and (python, javascript) interpreter state persist between runs. PNG files named in artifacts come back as images.",
 			InputSchema: obj([]string{"language", "code"}, map[string]any{
-				"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript"}, "description": "the runtime"},
+				"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript", "shell"}, "description": "the runtime"},
 				"code":       str("the program's source"),
 				"session":    sessionProp,
 				"stdin":      str("standard input of the program"),
 				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "description": "wall-clock limit in ms (default: the server's)"},
 				"artifacts":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "glob patterns of files in /workspace to return after the run (e.g. \"*.png\")"},
+				"entrypoint": str("python/javascript: a function the code defines, called after it runs with inputs; its JSON return value comes back"),
+				"inputs":     map[string]any{"type": "object", "description": "the JSON object passed to entrypoint"},
 			}),
 			run: runCode},
 		{Name: "create_session", Title: "Create a session",
@@ -160,12 +163,14 @@ func require(fields map[string]string) error {
 
 func runCode(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, error) {
 	var a struct {
-		Language  string   `json:"language"`
-		Code      string   `json:"code"`
-		Session   string   `json:"session"`
-		Stdin     string   `json:"stdin"`
-		TimeoutMS *int64   `json:"timeout_ms"`
-		Artifacts []string `json:"artifacts"`
+		Language   string          `json:"language"`
+		Code       string          `json:"code"`
+		Session    string          `json:"session"`
+		Stdin      string          `json:"stdin"`
+		TimeoutMS  *int64          `json:"timeout_ms"`
+		Artifacts  []string        `json:"artifacts"`
+		Entrypoint string          `json:"entrypoint"`
+		Inputs     json.RawMessage `json:"inputs"`
 	}
 	if err := decodeArgs(raw, &a); err != nil {
 		return nil, err
@@ -173,7 +178,8 @@ func runCode(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, 
 	if err := require(map[string]string{"language": a.Language, "code": a.Code}); err != nil {
 		return nil, err
 	}
-	req := api.ExecRequest{Language: a.Language, Code: a.Code, Stdin: a.Stdin, TimeoutMS: a.TimeoutMS, Artifacts: a.Artifacts}
+	req := api.ExecRequest{Language: a.Language, Code: a.Code, Stdin: a.Stdin, TimeoutMS: a.TimeoutMS, Artifacts: a.Artifacts,
+		Entrypoint: a.Entrypoint, Inputs: a.Inputs}
 	var res *api.ExecResult
 	var err error
 	if a.Session != "" {
@@ -213,8 +219,19 @@ func execResult(r *api.ExecResult) *toolResult {
 	if r.StderrTruncated {
 		sb.WriteString("\n[stderr truncated]")
 	}
+	if len(r.ReturnValue) > 0 {
+		fmt.Fprintf(&sb, "\n--- return value ---\n%s", r.ReturnValue)
+	}
+	if e := r.Exception; e != nil {
+		fmt.Fprintf(&sb, "\n--- exception ---\n%s: %s\n%s", e.Type, e.Message, e.Traceback)
+	}
 	out := &toolResult{Content: []content{{Type: "text", Text: sb.String()}}}
 	structured := *r
+	structured.Displays = nil
+	for _, d := range r.Displays {
+		out.Content = append(out.Content, displayContent(d))
+		structured.Displays = append(structured.Displays, api.Display{MIME: d.MIME})
+	}
 	structured.Artifacts = nil
 	for _, art := range r.Artifacts {
 		if strings.HasSuffix(strings.ToLower(art.Path), ".png") && art.ContentBase64 != "" {
@@ -226,6 +243,29 @@ func execResult(r *api.ExecResult) *toolResult {
 	}
 	out.StructuredContent = structured
 	return out
+}
+
+// displayContent is a rich output as MCP content: a PNG as an image, any
+// other type as text (a JSON string's value, or the JSON itself).
+func displayContent(d api.Display) content {
+	if d.MIME == "image/png" && d.DataBase64 != "" {
+		return content{Type: "image", Data: d.DataBase64, MimeType: "image/png"}
+	}
+	text := ""
+	var str string
+	switch {
+	case len(d.Data) > 0 && json.Unmarshal(d.Data, &str) == nil:
+		text = str
+	case len(d.Data) > 0:
+		text = string(d.Data)
+	case d.DataBase64 != "":
+		if b, err := base64.StdEncoding.DecodeString(d.DataBase64); err == nil && utf8.Valid(b) {
+			text = string(b)
+		} else {
+			text = fmt.Sprintf("(%d bytes of base64 data)", len(d.DataBase64))
+		}
+	}
+	return content{Type: "text", Text: fmt.Sprintf("display (%s):\n%s", d.MIME, text)}
 }
 
 func createSession(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, error) {
