@@ -246,6 +246,12 @@ func TestI13TCPKeys(t *testing.T) {
 	if err != nil || strings.TrimSpace(res.Stdout) != "42" {
 		t.Fatalf("alice's exec: %+v %v", res, err)
 	}
+	// Streaming (NDJSON events) over TCP carries the key too.
+	var events int
+	sres, _, err := alice.ExecStream(ctx, "", api.ExecRequest{Language: "python", Code: "print('streamed')"}, func(client.Event) { events++ })
+	if err != nil || strings.TrimSpace(sres.Stdout) != "streamed" || events == 0 {
+		t.Fatalf("stream over TCP: %+v, %d events, %v", sres, events, err)
+	}
 	sa, _, err := alice.CreateSession(ctx, nil, "")
 	if err != nil {
 		t.Fatal(err)
