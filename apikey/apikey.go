@@ -1,5 +1,6 @@
 // Package apikey owns the API keys of sandboxd's TCP listeners: reading the
-// operator's keys file (one "name:key" or "name:key:admin" per line) with
+// operator's keys file (one "name:key" or "name:key:flags" per line, flags
+// a comma list of admin and egress) with
 // the ownership and mode checks it needs, and telling which key, if any, a
 // presented bearer token is.
 //
@@ -46,8 +47,11 @@ var (
 // Key is one caller's key, by name. The key itself is kept only as an HMAC.
 type Key struct {
 	Name  string
-	Admin bool
-	mac   [sha256.Size]byte
+	Admin bool // "admin": sees every caller's sessions
+	// Egress ("egress") may ask for network "egress", as a uid in
+	// --egress-allow-uid may.
+	Egress bool
+	mac    [sha256.Size]byte
 }
 
 // Set is the keys of a keys file.
@@ -177,15 +181,21 @@ func Parse(data []byte) (*Set, error) {
 func parseLine(s *Set, line string) (Key, error) {
 	parts := strings.Split(line, ":")
 	if len(parts) < 2 || len(parts) > 3 {
-		return Key{}, errors.New(`want "name:key" or "name:key:admin"`)
+		return Key{}, errors.New(`want "name:key" or "name:key:admin,egress"`)
 	}
 	name, key := parts[0], parts[1]
 	k := Key{Name: name}
 	if len(parts) == 3 {
-		if parts[2] != "admin" {
-			return Key{}, fmt.Errorf("unknown flag %q after the key (the only one is \"admin\")", parts[2])
+		for _, f := range strings.Split(parts[2], ",") {
+			switch f {
+			case "admin":
+				k.Admin = true
+			case "egress":
+				k.Egress = true
+			default:
+				return Key{}, fmt.Errorf("unknown flag %q after the key (flags: admin, egress; comma-separated)", f)
+			}
 		}
-		k.Admin = true
 	}
 	switch {
 	case !nameRE.MatchString(name):

@@ -22,6 +22,7 @@ func TestParse(t *testing.T) {
 		{"no key", "alice\n", "want"},
 		{"bad name", "al ice:" + k1 + "\n", "name"},
 		{"bad flag", "alice:" + k1 + ":root\n", "unknown flag"},
+		{"flags", "alice:" + k1 + ":admin,egress\nbob:" + k2 + ":egress\n", ""},
 		{"bad char", "alice:" + k1 + "\"\n", "Authorization"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +51,7 @@ func TestMatch(t *testing.T) {
 	if k, ok := s.Match(k1); !ok || k.Name != "alice" || k.Admin {
 		t.Fatalf("alice: %+v %v", k, ok)
 	}
-	if k, ok := s.Match(k2); !ok || k.Name != "bob" || !k.Admin {
+	if k, ok := s.Match(k2); !ok || k.Name != "bob" || !k.Admin || k.Egress {
 		t.Fatalf("bob: %+v %v", k, ok)
 	}
 	for _, bad := range []string{"", k1 + "0", k1[:47], k1[:47] + "0", "alice", strings.ToUpper(k1)} {

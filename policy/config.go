@@ -359,7 +359,7 @@ func settings() []setting {
 		{"allow-gid", "primary gid allowed to use the API (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowGIDs} }},
 		{"admin-uid", "uid allowed to read and change the live admin settings besides root and the supervisor's own uid (repeatable or comma list); it must also be allowed to use the API", func(c *Config) flag.Value { return &idListValue{p: &c.AdminUIDs} }},
 		{"listen", "TCP listen address tcp://HOST:PORT besides the Unix socket (repeatable or comma list); callers authenticate with a bearer API key", func(c *Config) flag.Value { return &listenValue{p: &c.Listen} }},
-		{"api-keys-file", "file of API keys for TCP callers, one name:key or name:key:admin per line (root- or service-owned, mode 0600; reloaded on SIGHUP); make a key with openssl rand -hex 24", func(c *Config) flag.Value { return (*stringValue)(&c.APIKeysFile) }},
+		{"api-keys-file", "file of API keys for TCP callers, one name:key[:admin,egress] per line (root- or service-owned, mode 0600; reloaded on SIGHUP); make a key with openssl rand -hex 24", func(c *Config) flag.Value { return (*stringValue)(&c.APIKeysFile) }},
 		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback (trusted local dev box only)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
 		{"tls-cert", "TLS certificate (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSCert) }},
 		{"tls-key", "TLS private key (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSKey) }},

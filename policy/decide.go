@@ -160,10 +160,13 @@ func Network(mode string) (string, error) {
 }
 
 // EgressPermitted reports whether caller may ask for network "egress":
-// its uid is in --egress-allow-uid. This is the one place a caller's
-// egress permission is decided; an API-key caller's name joins here once
-// keys exist (issue 13 item 1).
+// its uid is in --egress-allow-uid, or, for an API-key caller, its key is
+// marked egress in the keys file. This is the one place a caller's egress
+// permission is decided. A key caller's uid (-1) is never in the list.
 func EgressPermitted(caller Caller, cfg Config) bool {
+	if caller.Key != "" {
+		return caller.Egress
+	}
 	return slices.Contains(cfg.EgressAllowUIDs, caller.UID)
 }
 

@@ -39,6 +39,9 @@ type Caller struct {
 	// Admin is set for an API key marked admin in the keys file: it sees
 	// every caller's sessions, as root and the supervisor's uid do.
 	Admin bool
+	// Egress is set for an API key marked egress in the keys file: it may
+	// ask for network "egress" (the key's counterpart of --egress-allow-uid).
+	Egress bool
 }
 
 // ID is the caller's identity, the key of ownership, per-caller limits and

@@ -56,3 +56,24 @@ func TestListenEnv(t *testing.T) {
 		t.Fatalf("%+v %v", c.Listen, err)
 	}
 }
+
+// TestEgressPermittedKeys: a key caller may use egress only when its key is
+// marked egress; the uid list never applies to it (its uid is -1).
+func TestEgressPermittedKeys(t *testing.T) {
+	cfg := Defaults()
+	cfg.EgressAllowUIDs = []int{1000}
+	for _, tc := range []struct {
+		c    Caller
+		want bool
+	}{
+		{Caller{UID: 1000}, true},
+		{Caller{UID: 1001}, false},
+		{Caller{UID: -1, Key: "alice"}, false},
+		{Caller{UID: -1, Key: "alice", Egress: true}, true},
+		{Caller{UID: 1000, Key: "alice"}, false},
+	} {
+		if got := EgressPermitted(tc.c, cfg); got != tc.want {
+			t.Errorf("%+v: %v; want %v", tc.c, got, tc.want)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 	// work done is the same whatever was wrong.
 	k, ok := auth.Keys.Match(tok)
 	if ok {
-		c := Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin}
+		c := Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin, Egress: k.Egress}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
 	}
 	s.authFails.fail(who, start)
