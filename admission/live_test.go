@@ -8,14 +8,14 @@ import (
 
 func TestSetMax(t *testing.T) {
 	g := New(2, 4, 4)
-	rel1, _ := g.Acquire(context.Background(), 1)
-	rel2, _ := g.Acquire(context.Background(), 2)
+	rel1, _ := g.Acquire(context.Background(), id(1))
+	rel2, _ := g.Acquire(context.Background(), id(2))
 	// Lowering under the running count stops nothing; a newcomer waits
 	// until enough have finished.
 	g.SetMax(1)
 	got := make(chan func(), 1)
 	go func() {
-		rel, err := g.Acquire(context.Background(), 3)
+		rel, err := g.Acquire(context.Background(), id(3))
 		if err != nil {
 			t.Error(err)
 		}
@@ -32,7 +32,7 @@ func TestSetMax(t *testing.T) {
 	rel3 := <-got
 	// Raising admits waiters at once.
 	rel4c := make(chan func(), 1)
-	go func() { r, _ := g.Acquire(context.Background(), 4); rel4c <- r }()
+	go func() { r, _ := g.Acquire(context.Background(), id(4)); rel4c <- r }()
 	waitFor(t, func() bool { return g.Stats().Queued == 1 })
 	g.SetMax(3)
 	select {
