@@ -36,8 +36,8 @@ func TestDocsStandAlone(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		if strings.Contains(string(raw), "../shared/") {
-			t.Errorf("%s cites ../shared/, which a clone does not have", rel)
+		if strings.Contains(string(raw), outsideSpecDir) {
+			t.Errorf("%s cites %s, which a clone does not have", rel, outsideSpecDir)
 		}
 		for _, m := range mdLink.FindAllStringSubmatch(string(raw), -1) {
 			target := m[1]
@@ -64,3 +64,8 @@ func TestDocsStandAlone(t *testing.T) {
 		t.Fatal("no relative link checked: the walk is broken")
 	}
 }
+
+// outsideSpecDir is the sibling directory of the checkout where the
+// project's working notes once lived. It is spelled in two pieces so that
+// this test, which forbids citing it, does not itself cite it.
+var outsideSpecDir = ".." + "/shared/"
