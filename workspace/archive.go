@@ -33,29 +33,10 @@ import (
 // quiet when it is archived). dst is an operator path, not a workspace path:
 // it is opened as given. Concurrent Archive calls must not share a dst.
 func Archive(w *Workspace, dst string, maxBytes int64) (written int64, err error) {
-	if maxBytes <= 0 {
-		maxBytes = 1<<63 - 1
-	}
-	w.putMu.Lock()
-	defer w.putMu.Unlock()
-	if err := w.use(); err != nil {
-		return 0, err
-	}
-	defer w.done()
-
-	// The tar holds at least every byte Usage counts: fail fast.
-	used, err := w.usage()
-	if err != nil {
-		return 0, err
-	}
-	if used > maxBytes {
-		return 0, fmt.Errorf("workspace: archive: %d bytes of files, limit %d: %w", used, maxBytes, ErrTooLarge)
-	}
-
 	var n int64
 	err = atomicfile.Write(dst, 0o600, func(f *os.File) error {
 		var err error
-		n, err = w.archiveTo(f, maxBytes)
+		n, err = ArchiveTo(w, f, maxBytes)
 		return err
 	})
 	if err != nil {
