@@ -86,12 +86,8 @@ lint: deps
 # under 1 min together). audit's tamper tests take five minutes
 # under -race and run no goroutines: only its concurrent tests run here.
 RACE_PKGS := admission api apikey client mcp errdefs internal/atomicfile launch policy supervisor workspace
-# launch's TestSandboxChannelAndStop once hung in teardown under -race (its
-# fake helper's payload, outside any pid namespace, can outlive the kill and
-# hold the status pipe open); it runs without -race until that is fixed.
 race:
-	$(GO) test -race -count=1 $$(for p in $(RACE_PKGS); do test -d $$p && echo ./$$p; done | grep -v '^./launch$$')
-	$(GO) test -race -count=1 -skip '^TestSandboxChannelAndStop$$' ./launch
+	$(GO) test -race -count=1 $$(for p in $(RACE_PKGS); do test -d $$p && echo ./$$p; done)
 	$(GO) test -race -count=1 -run 'Concurrent|Syslog|FileWriter' ./audit
 
 vet:

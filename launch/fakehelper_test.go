@@ -90,6 +90,14 @@ type fake struct {
 }
 
 func fakeHelper() int {
+	// The launcher hands fds 3-6 over without close-on-exec (as it does
+	// to the real helper, which closes them before bwrap's payload runs).
+	// The fake's payload is a plain child: without this it inherits the
+	// status and report pipes, and a payload that outlives a kill holds
+	// them open, so teardown waits for an EOF that never comes.
+	for fd := spec.FDSpec; fd <= spec.FDRelease; fd++ {
+		unix.CloseOnExec(fd)
+	}
 	b, err := io.ReadAll(os.NewFile(spec.FDSpec, "spec"))
 	if err != nil {
 		return spec.ExitUsage
@@ -269,6 +277,9 @@ func (f *fake) execAndRun(script string) int {
 func (f *fake) payload(script string) int {
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The real payload dies with bwrap's pid namespace; the fake's, which
+	// has none, dies with the helper instead.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "fake helper:", err)
 		return 1
