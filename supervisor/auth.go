@@ -255,13 +255,7 @@ func (a *authFailures) size() int {
 // authentication, for load balancers: it says the process answers and its
 // version, and nothing else (no checks, no runtimes, no caller).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, liveness{OK: true, Version: s.version})
-}
-
-// liveness is the body of GET /healthz.
-type liveness struct {
-	OK      bool   `json:"ok"`
-	Version string `json:"version"`
+	writeJSON(w, http.StatusOK, api.Liveness{OK: true, Version: s.version})
 }
 
 // String is for logs.
