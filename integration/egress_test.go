@@ -227,25 +227,31 @@ print(os.listdir("/tmp/dl") if os.path.isdir("/tmp/dl") else "no dir")
 	})
 
 	t.Run("node", func(t *testing.T) {
-		// Node 20's fetch ignores the proxy variables (its NODE_USE_ENV_PROXY
-		// arrived in Node 24); a Node program talks to the proxy the
-		// variables name, as an http client with proxy support does.
+		// Node before 24 ignores the proxy variables in its built-in
+		// fetch; the supervisor's NODE_OPTIONS import sends it through
+		// the relay (http and https), and the http module reaches the
+		// proxy the variables name, as an http client with proxy support
+		// does.
 		r := egressExec(t, s, "javascript", fmt.Sprintf(`
 const http = require("http");
 const proxy = new URL(process.env.HTTP_PROXY);
-const major = Number(process.versions.node.split(".")[0]);
 (async () => {
-  if (major >= 24) {
-    const res = await fetch("http://pypi.test:%[1]d/fetch");
-    console.log("fetch", await res.text());
+  for (const u of ["http://pypi.test:%[1]d/fetch", "https://pypi.test:%[2]d/fetchtls"]) {
+    const res = await fetch(u);
+    console.log("fetch", res.status, await res.text());
   }
+  try { await fetch("https://off.test:%[2]d/"); } catch (e) { console.log("refused", e.cause.message); }
   http.get({host: proxy.hostname, port: proxy.port, path: "http://pypi.test:%[1]d/node", headers: {Host: "pypi.test:%[1]d"}}, res => {
     let b = ""; res.on("data", d => b += d); res.on("end", () => console.log(res.statusCode, b));
   });
 })();
-`, hp), n)
-		if !strings.Contains(r.Stdout, "200 hello from pypi.test") {
+`, hp, sp), n)
+		if strings.Count(r.Stdout, "fetch 200 hello from pypi.test") != 2 || !strings.Contains(r.Stdout, "200 hello from pypi.test") ||
+			!strings.Contains(r.Stdout, "refused sandboxd egress proxy refused CONNECT off.test") {
 			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+		if len(conns(r, true)) != 3 || len(conns(r, false)) != 1 {
+			t.Errorf("connections: %+v", r.Network.Connections)
 		}
 	})
 
@@ -486,6 +492,17 @@ threading.Thread(target=bg, daemon=True).start()
 	r3 := s.kexec(t, sess.ID, lang("python", `print(later)`))
 	if !strings.Contains(r3.Stdout, "OK hello from pypi.test") || r3.Network == nil || len(r3.Network.Connections) != 0 {
 		t.Fatalf("exec 3: stdout %q network %+v", r3.Stdout, r3.Network)
+	}
+
+	// A javascript kernel of the session: its fetch goes through the
+	// kernel's proxy too.
+	rj := s.kexec(t, sess.ID, map[string]any{"language": "javascript", "code": fmt.Sprintf(`
+const res = await fetch("http://pypi.test:%d/js");
+console.log(res.status, await res.text());
+`, hp)})
+	if rj.Kernel == nil || rj.Kernel.ID == r1.Kernel.ID || !strings.HasPrefix(rj.Stdout, "200 hello from pypi.test") ||
+		rj.Network == nil || len(conns(rj, true)) != 1 {
+		t.Fatalf("javascript kernel: kernel %+v stdout %q stderr %q network %+v", rj.Kernel, rj.Stdout, rj.Stderr, rj.Network)
 	}
 
 	// The audit trail: each exec's attempts under its id, the thread's

@@ -113,6 +113,23 @@ func networkResult(e *egress.Exec) *api.NetworkResult {
 	return out
 }
 
+// egressLaunchEnv adds to a javascript egress launch the NODE_OPTIONS
+// import that sends Node's built-in fetch through the relay (Node before 24
+// ignores the proxy variables; egress.NodeOptionsImport). The request's
+// own NODE_OPTIONS is kept, the import appended. Any other launch is
+// unchanged: a "none" exec never gets it.
+func egressLaunchEnv(req *LaunchRequest) {
+	if req.Network != api.NetworkEgress || req.Runtime != "javascript" {
+		return
+	}
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env["NODE_OPTIONS"] = egress.WithNodeOptionsImport(env["NODE_OPTIONS"])
+	req.Env = env
+}
+
 // startSessionKernel starts a session's kernel; for network "egress" with
 // its own proxy, whose socket directory (named by the kernel's launch id)
 // is bound into that one sandbox and which ends with the kernel.
@@ -125,6 +142,7 @@ func (s *Server) startSessionKernel(rl runnerLauncher, req LaunchRequest) (*kern
 		return nil, err
 	}
 	req.Egress = req.ExecID
+	egressLaunchEnv(&req)
 	k, err := s.startKernel(context.Background(), rl, req)
 	if err != nil {
 		ke.stop()

@@ -168,6 +168,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 		}
 		d.launch.Egress = execID
 	}
+	egressLaunchEnv(&d.launch)
 	var st *streamer
 	if wantsStream(r) {
 		st = newStreamer(w)
