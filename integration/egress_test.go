@@ -505,6 +505,18 @@ console.log(res.status, await res.text());
 		t.Fatalf("javascript kernel: kernel %+v stdout %q stderr %q network %+v", rj.Kernel, rj.Stdout, rj.Stderr, rj.Network)
 	}
 
+	// A restarted kernel of the session keeps the session's way out.
+	if status, body := s.do("POST", "/v1/sessions/"+sess.ID+"/kernels/python/restart", nil); status != 200 {
+		t.Fatalf("restart: %d %s", status, body)
+	}
+	rr := s.kexec(t, sess.ID, lang("python", fmt.Sprintf(`
+import urllib.request
+print(urllib.request.urlopen("http://pypi.test:%d/restarted", timeout=20).read().decode())
+`, hp)))
+	if rr.Kernel == nil || rr.Kernel.ID == r1.Kernel.ID || !strings.HasPrefix(rr.Stdout, "hello from pypi.test") || rr.Network == nil || len(conns(rr, true)) != 1 {
+		t.Fatalf("restarted kernel: kernel %+v stdout %q stderr %q network %+v", rr.Kernel, rr.Stdout, rr.Stderr, rr.Network)
+	}
+
 	// The audit trail: each exec's attempts under its id, the thread's
 	// under the kernel's launch id.
 	count := map[string]int{}
@@ -536,15 +548,17 @@ print(s.connect_ex(("127.0.0.1", 3128)))
 	if status, body := s.do("DELETE", "/v1/sessions/"+sess.ID, nil); status != 204 {
 		t.Fatalf("delete: %d %s", status, body)
 	}
-	dir := in.path("state", "egress", r1.Kernel.ID)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(dir); os.IsNotExist(err) {
-			break
+	for _, id := range []string{r1.Kernel.ID, rr.Kernel.ID, rj.Kernel.ID} {
+		dir := in.path("state", "egress", id)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the kernel's egress directory %s outlived the kernel", dir)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the kernel's egress directory %s outlived the kernel", dir)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
