@@ -200,7 +200,7 @@ func (ke *kernelEgress) stop() {
 	os.RemoveAll(ke.dir)
 }
 
-// beginExec attributes the kernel's connections to the exec until the
+// beginKernelExec attributes the kernel's connections to the exec until the
 // returned finish, which cuts the exec's open connections and returns its
 // network object. Without egress (ke nil) finish returns nil.
 func (s *Server) beginKernelExec(ctx context.Context, ke *kernelEgress, execID string, caller Caller) func() *api.NetworkResult {
@@ -218,7 +218,7 @@ func (s *Server) beginKernelExec(ctx context.Context, ke *kernelEgress, execID s
 func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
 	rec := audit.Record{
 		Time: time.Now().UTC(), ExecID: execID, Step: audit.StepEgress, Source: "supervisor",
-		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, OK: r.Allowed,
+		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, Caller: c.ID(), OK: r.Allowed,
 		Facts: &facts.Egress{
 			Method: r.Method, Host: r.Host, Port: r.Port, Address: r.Address, Allowed: r.Allowed,
 			Reason: r.Reason, BytesOut: r.BytesOut, BytesIn: r.BytesIn, DurationMS: r.Duration.Milliseconds(),

@@ -117,6 +117,14 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		return
 	}
 	caller, _ := callerFrom(r.Context())
+	// The session's network holds for its kernels: a restarted kernel of
+	// an egress session has egress, if this caller may have it (checked
+	// before the running kernel is stopped).
+	network, err := policy.DecideNetwork(sess.Network, caller, s.liveConfig())
+	if err != nil {
+		writeError(w, toAPI(err))
+		return
+	}
 	endUse, err := s.sessions.Use(sess)
 	if err != nil {
 		writeError(w, toAPI(err))
@@ -134,13 +142,6 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 	if old, _ := s.sessions.kernel(sess, lang); old != nil {
 		s.sessions.setKernel(sess, lang, nil)
 		old.sb.Stop()
-	}
-	// The session's network holds for its kernels: a restarted kernel of
-	// an egress session has egress, if this caller may have it.
-	network, err := policy.DecideNetwork(sess.Network, caller, s.liveConfig())
-	if err != nil {
-		writeError(w, toAPI(err))
-		return
 	}
 	base := LaunchRequest{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
 		Env: map[string]string{}, Network: network, SessionWorkspace: sess.WorkspaceName()}
