@@ -198,6 +198,14 @@ type Limits struct {
 // Timeout returns the exec timeout as a duration.
 func (l Limits) Timeout() time.Duration { return time.Duration(l.TimeoutMS) * time.Millisecond }
 
+// Liveness is the body of GET /healthz: served on every listener without
+// authentication, for load balancers; it says the process answers and its
+// version, and nothing else.
+type Liveness struct {
+	OK      bool   `json:"ok"`
+	Version string `json:"version"`
+}
+
 // Health is the body of GET /v1/health, ready (200) or not (503).
 type Health struct {
 	OK       bool         `json:"ok"`

@@ -50,6 +50,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Limits":               reflect.TypeFor[Limits](),
 	"HealthChecks":         reflect.TypeFor[HealthChecks](),
 	"Health":               reflect.TypeFor[Health](),
+	"Liveness":             reflect.TypeFor[Liveness](),
 	"SessionCreateRequest": reflect.TypeFor[SessionCreateRequest](),
 	"Session":              reflect.TypeFor[Session](),
 	"SessionList":          reflect.TypeFor[SessionList](),
@@ -868,4 +869,41 @@ func resolvesField(typ reflect.Type, dotted string) bool {
 		typ = f.Type
 	}
 	return true
+}
+
+// routes are the paths the supervisor serves (supervisor/server.go routes
+// and its session and settings routes); the OpenAPI file documents each,
+// and nothing else.
+var routes = []string{
+	"/healthz",
+	"/metrics",
+	"/v1/admin/settings",
+	"/v1/environments",
+	"/v1/exec",
+	"/v1/health",
+	"/v1/sessions",
+	"/v1/sessions/{id}",
+	"/v1/sessions/{id}/exec",
+	"/v1/sessions/{id}/files",
+	"/v1/sessions/{id}/files/{path}",
+	"/v1/sessions/{id}/kernels/{language}/restart",
+}
+
+// TestOpenAPIPaths: the paths of openapi.yaml are exactly the routes, and
+// GET /healthz, the one route served without authentication, answers a
+// Liveness.
+func TestOpenAPIPaths(t *testing.T) {
+	doc := loadOpenAPI(t)
+	var got []string
+	for p := range get(t, doc, "paths").(map[string]any) {
+		got = append(got, p)
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, routes) {
+		t.Errorf("openapi paths %q, want the routes %q", got, routes)
+	}
+	schema := get(t, doc, "paths", "/healthz", "get", "responses", "200", "content", "application/json", "schema")
+	if name, ok := refName(schema); !ok || schemaTypes[name] != reflect.TypeFor[Liveness]() {
+		t.Errorf("GET /healthz answers %v, want a Liveness", schema)
+	}
 }

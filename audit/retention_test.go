@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,7 +124,7 @@ func TestRefusalLimiter(t *testing.T) {
 	}
 	for i, st := range steps {
 		now = now.Add(st.advance)
-		got, err := l.Write(st.uid, refusal(st.uid))
+		got, err := l.Write(fmt.Sprint(st.uid), refusal(st.uid))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +143,7 @@ func TestRefusalLimiter(t *testing.T) {
 	sink.Records = nil
 	now = now.Add(time.Hour)
 	for i := 0; i < 1000; i++ {
-		if _, err := l.Write(7, refusal(7)); err != nil {
+		if _, err := l.Write("7", refusal(7)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,5 +163,37 @@ func TestRefusalLimiter(t *testing.T) {
 	agg := sink.Records[1]
 	if agg.ExecID != "agg" || agg.OK || agg.CallerUID != 7 || agg.FactMap()["refusals_suppressed"] != 999 || agg.FactMap()["aggregate"] != true {
 		t.Fatalf("aggregate record: %+v", agg)
+	}
+}
+
+// TestRefusalLimiterBounded: the keys tracked are bounded; a new key while
+// the table is full shares the overflow window, and every refusal is still
+// accounted for.
+func TestRefusalLimiterBounded(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var sink Memory
+	l := NewRefusalLimiter(&sink, time.Second, func() time.Time { return now })
+	const n = RefusalKeys + 500
+	for i := 0; i < n; i++ {
+		if _, err := l.Write(fmt.Sprintf("addr:192.0.2.%d", i), Record{ExecID: "x", Step: StepAccept, CallerUID: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(l.keys); got != RefusalKeys {
+		t.Fatalf("%d keys tracked, want the bound %d", got, RefusalKeys)
+	}
+	now = now.Add(2 * time.Second)
+	if err := l.Flush(false, func() string { return "agg" }); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, r := range sink.Records {
+		total++
+		if k, ok := r.FactMap()["refusals_suppressed"].(int); ok {
+			total += k - 1 // the aggregate stands for k refusals, not itself
+		}
+	}
+	if total != n || len(l.keys) != 0 {
+		t.Fatalf("the chain accounts for %d refusals of %d; %d keys left", total, n, len(l.keys))
 	}
 }

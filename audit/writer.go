@@ -736,19 +736,30 @@ func newLogID() string {
 // I11): a peer that may open the socket but is refused (403, 429) could
 // otherwise make the supervisor write, and fsync, one record per request,
 // as fast as it can send them, until the disk is full and every caller gets
-// 503. It passes at most one refusal record per key (a peer uid) per
+// 503. It passes at most one refusal record per key (a caller identity, or
+// for a request refused before it has one, its remote address) per
 // interval to the sink; the ones it holds back are counted, and the count
 // is written as facts.refusals_suppressed on the key's next record, or by
 // Flush in an aggregate record once the interval is over. So every refusal
 // is accounted for in the chain, and a key costs at most two records per
-// interval. It is safe for concurrent use.
+// interval. The keys tracked at once are bounded (RefusalKeys): a new key
+// while the table is full shares the overflow key's window (fail closed:
+// a flood of fresh addresses limits itself, it cannot evict a window). It
+// is safe for concurrent use.
 type RefusalLimiter struct {
 	sink     Sink
 	interval time.Duration
 	now      func() time.Time
 	mu       sync.Mutex
-	keys     map[int]*refusalWindow
+	keys     map[string]*refusalWindow
 }
+
+// RefusalKeys bounds the keys a RefusalLimiter tracks, the overflow key
+// included; Flush forgets idle keys every interval.
+const RefusalKeys = 4096
+
+// RefusalOverflowKey is the key of refusals whose own key did not fit.
+const RefusalOverflowKey = "(overflow)"
 
 type refusalWindow struct {
 	start      time.Time
@@ -761,15 +772,19 @@ func NewRefusalLimiter(sink Sink, interval time.Duration, now func() time.Time) 
 	if now == nil {
 		now = time.Now
 	}
-	return &RefusalLimiter{sink: sink, interval: interval, now: now, keys: map[int]*refusalWindow{}}
+	return &RefusalLimiter{sink: sink, interval: interval, now: now, keys: map[string]*refusalWindow{}}
 }
 
 // Write writes r unless a refusal of key was written less than the
 // interval ago; then it only counts r. written says which.
-func (l *RefusalLimiter) Write(key int, r Record) (written bool, err error) {
+func (l *RefusalLimiter) Write(key string, r Record) (written bool, err error) {
 	now := l.now()
 	l.mu.Lock()
-	w := l.keys[key]
+	w, ok := l.keys[key]
+	if !ok && len(l.keys) >= RefusalKeys-1 {
+		key = RefusalOverflowKey
+		w = l.keys[key]
+	}
 	if w != nil && now.Sub(w.start) < l.interval {
 		w.suppressed++
 		w.last = r
@@ -786,7 +801,7 @@ func (l *RefusalLimiter) Write(key int, r Record) (written bool, err error) {
 		r.Facts = withFact(r.FactMap(), "refusals_suppressed", held)
 	}
 	if err := l.sink.Write(r); err != nil {
-		return false, fmt.Errorf("refusal record for %d: %w", key, err)
+		return false, fmt.Errorf("refusal record for %s: %w", key, err)
 	}
 	return true, nil
 }
@@ -807,6 +822,9 @@ func (l *RefusalLimiter) Flush(all bool, newID func() string) error {
 			r := w.last
 			r.ExecID, r.Time, r.OK = newID(), time.Time{}, false
 			r.Error = fmt.Sprintf("%d refused requests of this caller, not recorded one by one (at most one refusal record per caller per %s)", w.suppressed, l.interval)
+			if key == RefusalOverflowKey {
+				r.Error = fmt.Sprintf("%d refused requests of callers beyond the refusal limiter's %d keys, not recorded one by one (the last one's caller is shown)", w.suppressed, RefusalKeys)
+			}
 			agg := map[string]any{"aggregate": true, "since": w.start.UTC()}
 			// The facts every record of the step carries (method and
 			// path of an accept), from the last refusal it stands for.

@@ -8,7 +8,8 @@
 // supervisor carries no group it does not need), the root-owned state
 // directory above the workspace root, seccomp support, the
 // cgroup layout and delegation, and the language runtimes. It is the engine
-// of `sandboxctl doctor`.
+// of `sandboxctl doctor`; RunRemote is that of `sandboxctl doctor --url`,
+// which sees only what a supervisor's TCP listener shows (remote.go).
 //
 // Every check is a pure function of a Host, the view of the machine it reads
 // (files, sysctls under /proc/sys, extended attributes, commands it runs, the

@@ -1,12 +1,16 @@
 // Package egress is the host side of a sandbox's only way out: an HTTP
 // CONNECT and plain-HTTP forward proxy that the supervisor runs, one
-// listener per exec, reached from inside the sandbox over a Unix socket
-// through the in-sandbox relay (nsinit/relay).
+// listener per exec (Exec) or per session kernel for the kernel's life
+// (Kernel, which attributes each connection to the exec running when it is
+// accepted), reached from inside the sandbox over a Unix socket through the
+// in-sandbox relay (nsinit/relay).
 //
 // It owns the operator's allowlist, the classification of resolved
 // addresses, the TLS SNI check inside a CONNECT, per-exec limits
-// (connections, bytes, the exec's lifetime) and one Record per connection
-// attempt, allowed or refused.
+// (connections, bytes, the exec's lifetime), one Record per connection
+// attempt, allowed or refused, and the module that sends Node's built-in
+// fetch to the relay (NodeOptionsImport; it runs as the payload and is no
+// boundary).
 //
 // It must never trust a byte the relay sends (invariant I12: bounded reads,
 // strict parsing, every limit enforced here), never resolve a name twice

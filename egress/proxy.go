@@ -112,6 +112,8 @@ type Exec struct {
 	dropped  int
 	budget   int64 // bytes left, both directions
 	resolves map[string]int
+
+	wg sync.WaitGroup // the connections being served
 }
 
 // NewExec returns the proxy state of one exec. report, if non-nil, is
@@ -146,8 +148,7 @@ func (e *Exec) Serve(ctx context.Context, l net.Listener) error {
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer e.wg.Wait()
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -156,16 +157,22 @@ func (e *Exec) Serve(ctx context.Context, l net.Listener) error {
 			}
 			return fmt.Errorf("egress %s: accept: %w", e.id, err)
 		}
-		if !e.admit() {
-			c.Close()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.handle(ctx, c)
-		}()
+		e.take(ctx, c)
 	}
+}
+
+// take serves c as one of e's connections until ctx ends, or closes it
+// unread when e is over MaxConns.
+func (e *Exec) take(ctx context.Context, c net.Conn) {
+	if !e.admit() {
+		c.Close()
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.handle(ctx, c)
+	}()
 }
 
 // admit counts an attempt against MaxConns.

@@ -227,25 +227,31 @@ print(os.listdir("/tmp/dl") if os.path.isdir("/tmp/dl") else "no dir")
 	})
 
 	t.Run("node", func(t *testing.T) {
-		// Node 20's fetch ignores the proxy variables (its NODE_USE_ENV_PROXY
-		// arrived in Node 24); a Node program talks to the proxy the
-		// variables name, as an http client with proxy support does.
+		// Node before 24 ignores the proxy variables in its built-in
+		// fetch; the supervisor's NODE_OPTIONS import sends it through
+		// the relay (http and https), and the http module reaches the
+		// proxy the variables name, as an http client with proxy support
+		// does.
 		r := egressExec(t, s, "javascript", fmt.Sprintf(`
 const http = require("http");
 const proxy = new URL(process.env.HTTP_PROXY);
-const major = Number(process.versions.node.split(".")[0]);
 (async () => {
-  if (major >= 24) {
-    const res = await fetch("http://pypi.test:%[1]d/fetch");
-    console.log("fetch", await res.text());
+  for (const u of ["http://pypi.test:%[1]d/fetch", "https://pypi.test:%[2]d/fetchtls"]) {
+    const res = await fetch(u);
+    console.log("fetch", res.status, await res.text());
   }
+  try { await fetch("https://off.test:%[2]d/"); } catch (e) { console.log("refused", e.cause.message); }
   http.get({host: proxy.hostname, port: proxy.port, path: "http://pypi.test:%[1]d/node", headers: {Host: "pypi.test:%[1]d"}}, res => {
     let b = ""; res.on("data", d => b += d); res.on("end", () => console.log(res.statusCode, b));
   });
 })();
-`, hp), n)
-		if !strings.Contains(r.Stdout, "200 hello from pypi.test") {
+`, hp, sp), n)
+		if strings.Count(r.Stdout, "fetch 200 hello from pypi.test") != 2 || !strings.Contains(r.Stdout, "200 hello from pypi.test") ||
+			!strings.Contains(r.Stdout, "refused sandboxd egress proxy refused CONNECT off.test") {
 			t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+		if len(conns(r, true)) != 3 || len(conns(r, false)) != 1 {
+			t.Errorf("connections: %+v", r.Network.Connections)
 		}
 	})
 
@@ -424,4 +430,135 @@ print(s.connect_ex(("127.0.0.1", 3128)))
 			t.Fatalf("status %d body %s", status, body)
 		}
 	})
+}
+
+// TestEgressKernel: a session's network holds for its kernels. A python
+// kernel of an egress session reaches the allowlisted stand-in in exec 1
+// and exec 2 through one relay and one proxy that last as long as the
+// kernel; each exec's connections are in its own result and audited under
+// its own id; a connection a background thread makes between execs is
+// audited under the kernel's launch id; an off-list host is refused; a
+// kernel of a plain session still has no way out; the kernel's socket
+// directory is gone once the kernel is.
+func TestEgressKernel(t *testing.T) {
+	in := setup(t)
+	n := startInternet(t)
+	s := startEgressSupervisor(t, in, n)
+	hp := n.httpPort
+
+	sess := s.createSession(t, map[string]any{"network": "egress"})
+	t.Cleanup(func() { s.do("DELETE", "/v1/sessions/"+sess.ID, nil); in.dropSession(sess.ID) })
+	get := fmt.Sprintf(`
+import urllib.request, urllib.error
+def get(u):
+    try:
+        return "OK " + urllib.request.urlopen(u, timeout=20).read().decode()
+    except urllib.error.HTTPError as e:
+        return "REFUSED %%d %%s" %% (e.code, e.read().decode().strip())
+print(get("http://pypi.test:%[1]d/one"))
+print(get("http://off.test:%[1]d/"))
+`, hp)
+	r1 := s.kexec(t, sess.ID, lang("python", get))
+	if r1.Kernel == nil || r1.Network == nil || r1.Network.Mode != "egress" {
+		t.Fatalf("exec 1: kernel %+v network %+v stderr %q", r1.Kernel, r1.Network, r1.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r1.Stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "OK hello from pypi.test") ||
+		!strings.HasPrefix(lines[1], "REFUSED 403 sandboxd egress proxy refused") || !strings.Contains(lines[1], "not on the operator's egress allowlist") {
+		t.Fatalf("exec 1 stdout %q", r1.Stdout)
+	}
+	if c := r1.Network.Connections; len(c) != 2 || len(conns(r1, true)) != 1 || conns(r1, true)[0].BytesIn == 0 {
+		t.Fatalf("exec 1 connections: %+v", c)
+	}
+
+	// Exec 2, in the same kernel (its state survives), leaves a thread
+	// that reaches out after the exec has ended.
+	r2 := s.kexec(t, sess.ID, lang("python", fmt.Sprintf(`
+import threading, time
+print(get("http://pypi.test:%[1]d/two"))
+later = []
+def bg():
+    time.sleep(1.5)
+    later.append(get("http://pypi.test:%[1]d/background"))
+threading.Thread(target=bg, daemon=True).start()
+`, hp)))
+	if r2.Kernel == nil || r2.Kernel.ID != r1.Kernel.ID || !strings.HasPrefix(r2.Stdout, "OK hello from pypi.test") {
+		t.Fatalf("exec 2: kernel %+v stdout %q stderr %q", r2.Kernel, r2.Stdout, r2.Stderr)
+	}
+	if c := r2.Network.Connections; len(c) != 1 || !c[0].Allowed {
+		t.Fatalf("exec 2 connections: %+v", c)
+	}
+	time.Sleep(4 * time.Second)
+	r3 := s.kexec(t, sess.ID, lang("python", `print(later)`))
+	if !strings.Contains(r3.Stdout, "OK hello from pypi.test") || r3.Network == nil || len(r3.Network.Connections) != 0 {
+		t.Fatalf("exec 3: stdout %q network %+v", r3.Stdout, r3.Network)
+	}
+
+	// A javascript kernel of the session: its fetch goes through the
+	// kernel's proxy too.
+	rj := s.kexec(t, sess.ID, map[string]any{"language": "javascript", "code": fmt.Sprintf(`
+const res = await fetch("http://pypi.test:%d/js");
+console.log(res.status, await res.text());
+`, hp)})
+	if rj.Kernel == nil || rj.Kernel.ID == r1.Kernel.ID || !strings.HasPrefix(rj.Stdout, "200 hello from pypi.test") ||
+		rj.Network == nil || len(conns(rj, true)) != 1 {
+		t.Fatalf("javascript kernel: kernel %+v stdout %q stderr %q network %+v", rj.Kernel, rj.Stdout, rj.Stderr, rj.Network)
+	}
+
+	// A restarted kernel of the session keeps the session's way out.
+	if status, body := s.do("POST", "/v1/sessions/"+sess.ID+"/kernels/python/restart", nil); status != 200 {
+		t.Fatalf("restart: %d %s", status, body)
+	}
+	rr := s.kexec(t, sess.ID, lang("python", fmt.Sprintf(`
+import urllib.request
+print(urllib.request.urlopen("http://pypi.test:%d/restarted", timeout=20).read().decode())
+`, hp)))
+	if rr.Kernel == nil || rr.Kernel.ID == r1.Kernel.ID || !strings.HasPrefix(rr.Stdout, "hello from pypi.test") || rr.Network == nil || len(conns(rr, true)) != 1 {
+		t.Fatalf("restarted kernel: kernel %+v stdout %q stderr %q network %+v", rr.Kernel, rr.Stdout, rr.Stderr, rr.Network)
+	}
+
+	// The audit trail: each exec's attempts under its id, the thread's
+	// under the kernel's launch id.
+	count := map[string]int{}
+	for _, rec := range s.auditRecords() {
+		if rec["step"] == "egress" {
+			count[fmt.Sprint(rec["exec_id"])]++
+		}
+	}
+	if count[r1.ID] != 2 || count[r2.ID] != 1 || count[r3.ID] != 0 || count[r1.Kernel.ID] != 1 {
+		t.Errorf("egress audit records by id %v; want exec 1: 2, exec 2: 1, exec 3: 0, kernel %s: 1", count, r1.Kernel.ID)
+	}
+	if out, code := sandboxctlAudit(t, in, "verify", s.audit); code != 0 {
+		t.Errorf("audit verify: exit %d\n%s", code, out)
+	}
+
+	// A kernel of a plain session: no proxy variable, relay or socket.
+	plain := s.kernelSession(t)
+	rp := s.kexec(t, plain.ID, lang("python", `
+import os, socket
+print(sorted(k for k in os.environ if "proxy" in k.lower()), os.path.exists("/run/sandboxd/egress"), os.path.exists("/run/sandboxd/relay"))
+s = socket.socket(); s.settimeout(2)
+print(s.connect_ex(("127.0.0.1", 3128)))
+`))
+	if rp.Kernel == nil || rp.Network != nil || rp.Stdout != "[] False False\n111\n" {
+		t.Fatalf("plain kernel: kernel %+v network %+v stdout %q stderr %q", rp.Kernel, rp.Network, rp.Stdout, rp.Stderr)
+	}
+
+	// The proxy ends with the kernel.
+	if status, body := s.do("DELETE", "/v1/sessions/"+sess.ID, nil); status != 204 {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	for _, id := range []string{r1.Kernel.ID, rr.Kernel.ID, rj.Kernel.ID} {
+		dir := in.path("state", "egress", id)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the kernel's egress directory %s outlived the kernel", dir)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }

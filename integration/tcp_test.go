@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -584,5 +585,79 @@ func TestI13MCP(t *testing.T) {
 	tool("delete_session", map[string]any{"session": sess.ID})
 	if _, err := c.Call("ping", nil, to); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestI13DoctorRemote: `sandboxctl doctor --url https://…` against the real
+// supervisor over TLS with a client CA: with the right CA, client
+// certificate and key every remote check passes and the host checks are
+// named local-only; without the CA, without the client certificate, or
+// with a wrong key, it fails and names the fix.
+func TestI13DoctorRemote(t *testing.T) {
+	in := setup(t)
+	dir := ownedDir(t, in)
+	ca := newTestCA(t)
+	srvCert, srvKey := ca.issue(t, dir, "server", 100, x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := ca.issue(t, dir, "client", 200, x509.ExtKeyUsageClientAuth)
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chownAll(t, in, srvCert, srvKey, caFile)
+	s := startTCPSupervisor(t, in, "https", "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-client-ca", caFile)
+	keyFile, badKey := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bad.key")
+	os.WriteFile(keyFile, []byte(itKeyAlice+"\n"), 0o600)
+	os.WriteFile(badKey, []byte(strings.Repeat("0", 48)+"\n"), 0o600)
+	doctor := func(args ...string) (int, map[string]map[string]any) {
+		t.Helper()
+		cmd := exec.Command(in.path("bin/sandboxctl"), append([]string{"doctor", "--json", "--url", s.url}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		out, err := cmd.Output()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Checks []map[string]any `json:"checks"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("doctor %v: %v\n%s", args, err, out)
+		}
+		by := map[string]map[string]any{}
+		for _, c := range rep.Checks {
+			by[c["name"].(string)] = c
+		}
+		t.Logf("doctor %v: exit %d %v", args, code, rep.Checks)
+		return code, by
+	}
+	code, by := doctor("--api-key-file", keyFile, "--ca-file", caFile, "--client-cert", cliCert, "--client-key", cliKey)
+	if code != 0 {
+		t.Fatalf("doctor with everything right: exit %d", code)
+	}
+	for _, name := range []string{"remote.healthz", "remote.auth", "supervisor.bwrap", "supervisor.userns", "supervisor.seccomp", "supervisor.helper", "supervisor"} {
+		if by[name]["status"] != "ok" {
+			t.Errorf("%s: %v", name, by[name])
+		}
+	}
+	// The test CA's certificates live an hour: a warning, not a failure.
+	if c := by["remote.connect"]; c["status"] != "warn" || !strings.Contains(fmt.Sprint(c["detail"]), "TLS 1.3") ||
+		!strings.Contains(fmt.Sprint(c["detail"]), "0 days left") || by["local"]["status"] != "skip" {
+		t.Errorf("connect %v, local %v", by["remote.connect"], by["local"])
+	}
+	for _, tc := range []struct {
+		name, check, fix string
+		args             []string
+	}{
+		{"no CA", "remote.connect", "--ca-file", []string{"--api-key-file", keyFile, "--client-cert", cliCert, "--client-key", cliKey}},
+		{"no client certificate", "remote.connect", "--client-cert", []string{"--api-key-file", keyFile, "--ca-file", caFile}},
+		{"wrong key", "remote.auth", "--api-key-file", []string{"--api-key-file", badKey, "--ca-file", caFile, "--client-cert", cliCert, "--client-key", cliKey}},
+	} {
+		code, by := doctor(tc.args...)
+		if code != 1 || by[tc.check]["status"] != "fail" || !strings.Contains(fmt.Sprint(by[tc.check]["fix"]), tc.fix) {
+			t.Errorf("%s: exit %d, %s %v; want fail with a fix naming %s", tc.name, code, tc.check, by[tc.check], tc.fix)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -141,18 +142,36 @@ func apiErrRetry(code api.ErrorCode, msg string, wait time.Duration) *APIError {
 	return e
 }
 
-// refuseAuth audits (through the refusal limiter) and answers a refused
-// TCP request. The record names the address, never the presented key.
+// refuseAuth audits (through the refusal limiter, per remote address) and
+// answers a refused TCP request. The record names the address, never the
+// presented key.
 func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, p peer, e *APIError, why string) {
 	caller := Caller{UID: -1, GID: -1, PID: -1}
-	s.auditRefusal(s.record(newExecID(), audit.StepAccept, caller, e, map[string]any{
+	rec := s.record(newExecID(), audit.StepAccept, caller, e, map[string]any{
 		"method": r.Method, "path": r.URL.Path, "remote_addr": p.addr, "auth": why,
-	}))
+	})
+	s.auditRefusalAs(refusalKey(rec, p.addr), rec)
 	s.log.Info("request unauthenticated", "remote_addr", p.addr, "method", r.Method, "path", r.URL.Path, "reason", why)
 	if e.Code == api.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
 	}
 	writeError(w, e)
+}
+
+// refusalKey is the key the refusal limiter holds a record under: the
+// caller's identity ("uid:<n>", "key:<name>"), so that one caller's burst
+// never hides another's refusals; for a TCP request refused before it has
+// a caller (remote non-empty), its remote address as the failure counter
+// keys it (failKey: an IPv4 address, an IPv6 /64), so one guesser cannot
+// hide the attempts of every other address under its own aggregate.
+func refusalKey(rec audit.Record, remote string) string {
+	switch {
+	case remote != "":
+		return "addr:" + failKey(remote)
+	case rec.Caller != "":
+		return rec.Caller
+	}
+	return "uid:" + strconv.Itoa(rec.CallerUID)
 }
 
 // authFailures counts failed attempts per address in fixed windows, in a
@@ -236,13 +255,7 @@ func (a *authFailures) size() int {
 // authentication, for load balancers: it says the process answers and its
 // version, and nothing else (no checks, no runtimes, no caller).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, liveness{OK: true, Version: s.version})
-}
-
-// liveness is the body of GET /healthz.
-type liveness struct {
-	OK      bool   `json:"ok"`
-	Version string `json:"version"`
+	writeJSON(w, http.StatusOK, api.Liveness{OK: true, Version: s.version})
 }
 
 // String is for logs.

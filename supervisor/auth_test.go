@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -509,5 +510,60 @@ func TestKeyCallersNotArchived(t *testing.T) {
 	})
 	if len(tars) != 0 {
 		t.Fatalf("archives written for a key caller: %v", tars)
+	}
+}
+
+// TestRefusalRecordsPerCaller: refusal records are limited per caller
+// identity, and a TCP request refused before it has one per remote address
+// (IPv4 address, IPv6 /64): one guesser's burst must not hide another
+// address's attempts, nor one key's refusals another key's.
+func TestRefusalRecordsPerCaller(t *testing.T) {
+	s := startTCP(t, nil, func(s *Server) { s.authFailDelay = 0 })
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: d.DialContext}}
+	}
+	for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+		s.client = from(ip)
+		if st, b, _ := s.req(t, "GET", "/v1/health", "Bearer wrong", ""); st != 401 {
+			t.Fatalf("from %s: %d %s", ip, st, b)
+		}
+	}
+	// Two key callers refused within the same interval.
+	for _, c := range []Caller{{UID: -1, GID: -1, PID: -1, Key: "alice"}, {UID: -1, GID: -1, PID: -1, Key: "bob"}} {
+		s.srv.auditRefusal(s.srv.record(newExecID(), audit.StepAccept, c, apiErr(api.CodeForbidden, "no"), map[string]any{"method": "GET", "path": "/x"}))
+	}
+	addrs, keys := map[string]bool{}, map[string]bool{}
+	for _, r := range s.sink.Records {
+		f, _ := r.Facts.(map[string]any)
+		if f["auth"] == "bad_key" {
+			addrs[fmt.Sprint(f["remote_addr"])] = true
+		}
+		if r.Caller == "key:alice" || r.Caller == "key:bob" {
+			keys[r.Caller] = true
+		}
+	}
+	if len(addrs) != 3 || len(keys) != 2 {
+		t.Fatalf("refusal records written one by one: addresses %v, keys %v; want 3 addresses and 2 keys", addrs, keys)
+	}
+}
+
+// TestRefusalKey: the limiter's key of a refusal record.
+func TestRefusalKey(t *testing.T) {
+	for _, tc := range []struct {
+		rec    audit.Record
+		remote string
+		want   string
+	}{
+		{audit.Record{CallerUID: 1000, Caller: "uid:1000"}, "", "uid:1000"},
+		{audit.Record{CallerUID: -1, Caller: "key:alice"}, "", "key:alice"},
+		{audit.Record{CallerUID: -1}, "", "uid:-1"},
+		{audit.Record{CallerUID: -1}, "192.0.2.7", "addr:192.0.2.7"},
+		{audit.Record{CallerUID: -1}, "2001:db8::1", "addr:2001:db8::/64"},
+		{audit.Record{CallerUID: -1}, "2001:db8::2", "addr:2001:db8::/64"},
+	} {
+		if got := refusalKey(tc.rec, tc.remote); got != tc.want {
+			t.Errorf("refusalKey(%+v, %q) = %q, want %q", tc.rec, tc.remote, got, tc.want)
+		}
 	}
 }

@@ -273,13 +273,18 @@ func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller Call
 // refusalInterval (audit.RefusalLimiter); a failure is logged, since the
 // request is refused either way.
 func (s *Server) auditRefusal(rec audit.Record) {
+	s.auditRefusalAs(refusalKey(rec, ""), rec)
+}
+
+// auditRefusalAs is auditRefusal under the limiter key key (refusalKey).
+func (s *Server) auditRefusalAs(key string, rec audit.Record) {
 	if s.refusals == nil {
 		if err := s.writeAudit(rec); err != nil {
 			s.log.Error("audit write failed for a refused request", "err", err)
 		}
 		return
 	}
-	written, err := s.refusals.Write(rec.CallerUID, rec)
+	written, err := s.refusals.Write(key, rec)
 	if err != nil {
 		s.log.Error("audit write failed for a refused request", "err", err)
 	} else if written {

@@ -41,28 +41,43 @@ type egressRun struct {
 	done   chan struct{}
 }
 
-// startEgress makes dir/<execID>/proxy.sock (0700/0600: the sandbox's uid
-// maps to this one) and serves the exec's proxy on it until finish. The
-// token handed to the helper is the exec id: a path component, never a path.
-func (s *Server) startEgress(ctx context.Context, execID string, caller Caller, log *slog.Logger) (*egressRun, error) {
+// egressSocket makes dir/<id>/proxy.sock (0700/0600: the sandbox's uid
+// maps to this one) and listens on it. The token handed to the helper is
+// id (an exec's or a kernel's launch id): a path component, never a path.
+func (s *Server) egressSocket(id string) (string, net.Listener, error) {
 	if s.egress == nil {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "network \"egress\" was allowed by policy, but this supervisor runs no egress proxy", "restart sandboxd with --egress-allow", nil)
+		return "", nil, errdefs.New(errdefs.ErrUnavailable, "network \"egress\" was allowed by policy, but this supervisor runs no egress proxy", "restart sandboxd with --egress-allow", nil)
 	}
-	dir := filepath.Join(s.egress.dir, execID)
+	dir := filepath.Join(s.egress.dir, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "cannot create the exec's egress socket directory", "check "+s.egress.dir+" (owned by the service user, mode 0700)", err)
+		return "", nil, errdefs.New(errdefs.ErrUnavailable, "cannot create the egress socket directory of "+id, "check "+s.egress.dir+" (owned by the service user, mode 0700)", err)
 	}
 	l, err := net.Listen("unix", filepath.Join(dir, config.EgressSocket))
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, errdefs.New(errdefs.ErrUnavailable, "cannot listen on the exec's egress socket", "", err)
+		return "", nil, errdefs.New(errdefs.ErrUnavailable, "cannot listen on the egress socket of "+id, "", err)
 	}
-	report := func(r egress.Record) {
+	return dir, l, nil
+}
+
+// egressReport is the audit sink of one exec's (or kernel's) connection
+// records.
+func (s *Server) egressReport(execID string, caller Caller, log *slog.Logger) func(egress.Record) {
+	return func(r egress.Record) {
 		if err := s.writeAudit(egressRecord(execID, caller, r)); err != nil {
 			log.Error("egress audit record", "err", err)
 		}
 	}
-	run := &egressRun{exec: s.egress.proxy.NewExec(execID, report), dir: dir, done: make(chan struct{})}
+}
+
+// startEgress serves a process exec's proxy on its own socket until
+// finish.
+func (s *Server) startEgress(ctx context.Context, execID string, caller Caller, log *slog.Logger) (*egressRun, error) {
+	dir, l, err := s.egressSocket(execID)
+	if err != nil {
+		return nil, err
+	}
+	run := &egressRun{exec: s.egress.proxy.NewExec(execID, s.egressReport(execID, caller, log)), dir: dir, done: make(chan struct{})}
 	// ctx is the exec's: its timeout and its cancellation end the proxy.
 	pctx, cancel := context.WithCancel(ctx)
 	run.cancel = cancel
@@ -82,8 +97,14 @@ func (r *egressRun) finish() *api.NetworkResult {
 	r.cancel()
 	<-r.done
 	os.RemoveAll(r.dir)
-	out := &api.NetworkResult{Mode: api.NetworkEgress, Connections: []api.Connection{}, Dropped: r.exec.Dropped()}
-	for _, rec := range r.exec.Records() {
+	return networkResult(r.exec)
+}
+
+// networkResult is the result's network object of an exec's finished
+// connection records.
+func networkResult(e *egress.Exec) *api.NetworkResult {
+	out := &api.NetworkResult{Mode: api.NetworkEgress, Connections: []api.Connection{}, Dropped: e.Dropped()}
+	for _, rec := range e.Records() {
 		out.Connections = append(out.Connections, api.Connection{
 			Host: rec.Host, Port: rec.Port, Allowed: rec.Allowed, Reason: rec.Reason,
 			BytesOut: rec.BytesOut, BytesIn: rec.BytesIn,
@@ -92,11 +113,112 @@ func (r *egressRun) finish() *api.NetworkResult {
 	return out
 }
 
+// egressLaunchEnv adds to a javascript egress launch the NODE_OPTIONS
+// import that sends Node's built-in fetch through the relay (Node before 24
+// ignores the proxy variables; egress.NodeOptionsImport). The request's
+// own NODE_OPTIONS is kept, the import appended. Any other launch is
+// unchanged: a "none" exec never gets it.
+func egressLaunchEnv(req *LaunchRequest) {
+	if req.Network != api.NetworkEgress || req.Runtime != "javascript" {
+		return
+	}
+	env := make(map[string]string, len(req.Env)+1)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env["NODE_OPTIONS"] = egress.WithNodeOptionsImport(env["NODE_OPTIONS"])
+	req.Env = env
+}
+
+// startSessionKernel starts a session's kernel; for network "egress" with
+// its own proxy, whose socket directory (named by the kernel's launch id)
+// is bound into that one sandbox and which ends with the kernel.
+func (s *Server) startSessionKernel(rl runnerLauncher, req LaunchRequest) (*kernel, error) {
+	if req.Network != api.NetworkEgress {
+		return s.startKernel(context.Background(), rl, req)
+	}
+	ke, err := s.startKernelEgress(req.ExecID, req.Caller)
+	if err != nil {
+		return nil, err
+	}
+	req.Egress = req.ExecID
+	egressLaunchEnv(&req)
+	k, err := s.startKernel(context.Background(), rl, req)
+	if err != nil {
+		ke.stop()
+		return nil, err
+	}
+	k.egress = ke
+	go func() {
+		<-k.sb.Done()
+		ke.stop()
+	}()
+	return k, nil
+}
+
+// kernelEgress is a session kernel's proxy (network "egress"): one socket
+// bound into the kernel's sandbox alone, served for the kernel's whole life,
+// with records and limits per exec (egress.Kernel).
+type kernelEgress struct {
+	k      *egress.Kernel
+	dir    string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startKernelEgress serves the proxy of the kernel whose launch id is
+// kernelID, until stop. Connections made outside an exec are audited under
+// the kernel's launch id and its caller (the one whose exec started it).
+func (s *Server) startKernelEgress(kernelID string, caller Caller) (*kernelEgress, error) {
+	log := s.log.With("kernel_id", kernelID)
+	dir, l, err := s.egressSocket(kernelID)
+	if err != nil {
+		return nil, err
+	}
+	ke := &kernelEgress{k: s.egress.proxy.NewKernel(kernelID, s.egressReport(kernelID, caller, log)), dir: dir, done: make(chan struct{})}
+	// Not a request's context: the kernel outlives the exec that started
+	// it. stop ends it, when the kernel's sandbox has ended.
+	ctx, cancel := context.WithCancel(context.Background())
+	ke.cancel = cancel
+	go func() {
+		defer close(ke.done)
+		if err := ke.k.Serve(ctx, l); err != nil {
+			log.Error("kernel egress proxy", "err", err)
+		}
+	}()
+	return ke, nil
+}
+
+// stop closes the kernel's proxy and every connection still open, and
+// removes its socket directory. Safe on nil.
+func (ke *kernelEgress) stop() {
+	if ke == nil {
+		return
+	}
+	ke.cancel()
+	<-ke.done
+	os.RemoveAll(ke.dir)
+}
+
+// beginKernelExec attributes the kernel's connections to the exec until the
+// returned finish, which cuts the exec's open connections and returns its
+// network object. Without egress (ke nil) finish returns nil.
+func (s *Server) beginKernelExec(ctx context.Context, ke *kernelEgress, execID string, caller Caller) func() *api.NetworkResult {
+	if ke == nil {
+		return func() *api.NetworkResult { return nil }
+	}
+	e, end := ke.k.BeginExec(ctx, execID, s.egressReport(execID, caller, s.log.With("exec_id", execID)))
+	return func() *api.NetworkResult {
+		end()
+		return networkResult(e)
+	}
+}
+
 // egressRecord is the audit record of one connection attempt.
 func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
 	rec := audit.Record{
 		Time: time.Now().UTC(), ExecID: execID, Step: audit.StepEgress, Source: "supervisor",
-		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, OK: r.Allowed,
+		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, Caller: c.ID(), OK: r.Allowed,
 		Facts: &facts.Egress{
 			Method: r.Method, Host: r.Host, Port: r.Port, Address: r.Address, Allowed: r.Allowed,
 			Reason: r.Reason, BytesOut: r.BytesOut, BytesIn: r.BytesIn, DurationMS: r.Duration.Milliseconds(),

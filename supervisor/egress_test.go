@@ -181,3 +181,26 @@ func TestEgressSessionForbidden(t *testing.T) {
 		t.Errorf("%d sessions after a refused create", n)
 	}
 }
+
+// TestEgressNodeFetchImport: a javascript egress exec gets the NODE_OPTIONS
+// import that sends fetch through the relay, after its own NODE_OPTIONS; a
+// python egress exec and a javascript "none" exec do not.
+func TestEgressNodeFetchImport(t *testing.T) {
+	ts, _ := egressServer(t, []int{os.Getuid()})
+	for _, tc := range []struct{ body, want string }{
+		{`{"language":"javascript","code":"1","network":"egress","env":{"NODE_OPTIONS":"--max-old-space-size=64"}}`, "--max-old-space-size=64 " + egress.NodeOptionsImport()},
+		{`{"language":"javascript","code":"1","network":"egress"}`, egress.NodeOptionsImport()},
+		{`{"language":"python","code":"1","network":"egress"}`, ""},
+		{`{"language":"javascript","code":"1","env":{"NODE_OPTIONS":"--max-old-space-size=64"}}`, "--max-old-space-size=64"},
+		{`{"language":"javascript","code":"1"}`, ""},
+	} {
+		before := len(ts.launcher.calls())
+		if r := ts.do("POST", "/v1/exec", tc.body); r.status != 200 {
+			t.Fatalf("%s: %d %s", tc.body, r.status, r.body)
+		}
+		req := ts.launcher.calls()[before]
+		if got := req.Env["NODE_OPTIONS"]; got != tc.want {
+			t.Errorf("%s: NODE_OPTIONS %.80q, want %.80q", tc.body, got, tc.want)
+		}
+	}
+}

@@ -157,16 +157,10 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 	s.metrics.addInFlight(1)
 	defer s.metrics.addInFlight(-1)
 	log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "network", d.launch.Network, "timeout_ms", d.launch.Limits.TimeoutMS)
-	if d.launch.Network == api.NetworkEgress && d.mode == api.ModeKernel {
-		// A kernel's sandbox is built once, before any exec: it has no relay
-		// and no per-exec proxy, so it would run without the network the
-		// session asked for. Say so rather than run without it.
-		s.refuse(w, log, "decide", toAPI(errdefs.New(errdefs.ErrInvalid,
-			`network "egress" is available to process-mode execs only: kernels run without a network; send "mode": "process"`, "", nil)))
-		return
-	}
 	var eg *egressRun
-	if d.launch.Network == api.NetworkEgress {
+	// A kernel exec uses its kernel's proxy (startSessionKernel), which
+	// records it under this exec's id; any other egress exec gets its own.
+	if d.launch.Network == api.NetworkEgress && !(d.mode == api.ModeKernel && sess != nil) {
 		var err error
 		if eg, err = s.startEgress(launchCtx, execID, caller, log); err != nil {
 			s.launchFailed(launchCtx, w, log, execID, err)
@@ -174,6 +168,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session
 		}
 		d.launch.Egress = execID
 	}
+	egressLaunchEnv(&d.launch)
 	var st *streamer
 	if wantsStream(r) {
 		st = newStreamer(w)

@@ -49,6 +49,7 @@ type kernel struct {
 	startedAt time.Time
 	restarted bool // started because an earlier kernel of the session ended
 	ready     chan error
+	egress    *kernelEgress // network "egress": the kernel's proxy; nil otherwise
 
 	mu       sync.Mutex
 	sink     *execSink // the running exec's, nil between execs

@@ -48,7 +48,7 @@ func (s *Server) kernelFor(sess *Session, rl runnerLauncher, base LaunchRequest)
 	if err != nil {
 		return nil, false, err
 	}
-	k, err = s.startKernel(context.Background(), rl, req)
+	k, err = s.startSessionKernel(rl, req)
 	if err != nil {
 		s.sessions.setKernel(sess, base.Runtime, nil)
 		return nil, false, err
@@ -79,6 +79,7 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 		return nil, err
 	}
 	sink := newSink(d.launch.ExecID, d.launch.Limits.OutputLimitBytes, rl.ArtifactLimits(), emit)
+	network := s.beginKernelExec(ctx, k.egress, d.launch.ExecID, d.launch.Caller)
 	o := k.execute(ctx, d.execute(), d.launch.Limits.Timeout(), sink)
 	if o.exit == nil && k.sb.OOMKilled() {
 		// node's evaluator was killed and reported as 128+9: the kernel
@@ -87,6 +88,7 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 		o.exit = &ex
 	}
 	res := assemble(d, sink, o)
+	res.Network = network()
 	res.OOMKilled = res.OOMKilled || k.sb.OOMKilled()
 	k.mu.Lock()
 	res.Kernel = &api.KernelInfo{ID: k.id, ExecutionCount: k.count, Restarted: restarted}
@@ -115,6 +117,14 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		return
 	}
 	caller, _ := callerFrom(r.Context())
+	// The session's network holds for its kernels: a restarted kernel of
+	// an egress session has egress, if this caller may have it (checked
+	// before the running kernel is stopped).
+	network, err := policy.DecideNetwork(sess.Network, caller, s.liveConfig())
+	if err != nil {
+		writeError(w, toAPI(err))
+		return
+	}
 	endUse, err := s.sessions.Use(sess)
 	if err != nil {
 		writeError(w, toAPI(err))
@@ -134,11 +144,11 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		old.sb.Stop()
 	}
 	base := LaunchRequest{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
-		Env: map[string]string{}, Network: api.NetworkNone, SessionWorkspace: sess.WorkspaceName()}
+		Env: map[string]string{}, Network: network, SessionWorkspace: sess.WorkspaceName()}
 	req, err := kernelLaunch(base)
 	var k *kernel
 	if err == nil {
-		k, err = s.startKernel(context.Background(), rl, req)
+		k, err = s.startSessionKernel(rl, req)
 	}
 	if err != nil {
 		writeError(w, toAPI(err))

@@ -36,7 +36,9 @@ const (
 	StepReap      = "reap"
 	StepArtifacts = "artifacts"
 	// StepEgress is one connection attempt through the egress proxy of an
-	// exec with network "egress", written when the connection ends.
+	// exec with network "egress", written when the connection ends; under
+	// a session kernel's launch id for a connection the kernel made between
+	// execs.
 	StepEgress = "egress"
 	// StepInterrupted closes an exec whose supervisor stopped before the
 	// exec was reaped (written by the next supervisor at start-up).

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
 	"runtime"
+	"time"
 
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/doctor"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
@@ -31,7 +35,7 @@ func cmdDoctor(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 	asJSON := fs.Bool("json", false, "")
 	helper := fs.String("helper", env(policy.EnvName("helper"), policy.DefaultHelperPath), "")
 	helperConfig := fs.String("helper-config", env(policy.EnvName("helper-config"), policy.DefaultHelperConfigPath), "")
-	socket := fs.String("socket", defaultSocket(lookupEnv), "")
+	conn := addConnFlags(fs, lookupEnv)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return usage(sio.err, "doctor: %v", err)
@@ -39,10 +43,25 @@ func cmdDoctor(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 	if len(pos) > 0 {
 		return usage(sio.err, "doctor: unexpected argument %q", pos[0])
 	}
-	rep := doctor.Run(ctx, doctorHost(), doctor.Options{
-		HelperPath: *helper, HelperConfigPath: *helperConfig, SocketPath: *socket, GOARCH: runtime.GOARCH,
-		VerifyEnvironment: func(e config.Environment) error { return envtree.CheckRegistered(e.Root, e.Manifest, e.Digest) },
-	})
+	var rep doctor.Report
+	if conn.url != "" {
+		// Remote: only what the wire shows (doctor.RunRemote); the
+		// host checks need the supervisor's host.
+		r, err := newRemoteDoctor(conn)
+		if err != nil {
+			fmt.Fprintf(sio.err, "sandboxctl: doctor: %v\n", err)
+			return exitUsage
+		}
+		rep = doctor.RunRemote(ctx, r, time.Now())
+	} else {
+		if _, err := conn.client(); err != nil {
+			return usage(sio.err, "doctor: %v", err)
+		}
+		rep = doctor.Run(ctx, doctorHost(), doctor.Options{
+			HelperPath: *helper, HelperConfigPath: *helperConfig, SocketPath: conn.socket, GOARCH: runtime.GOARCH,
+			VerifyEnvironment: func(e config.Environment) error { return envtree.CheckRegistered(e.Root, e.Manifest, e.Digest) },
+		})
+	}
 	if *asJSON {
 		err = rep.WriteJSON(sio.out)
 	} else {
@@ -56,4 +75,34 @@ func cmdDoctor(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 		return exitNotReady
 	}
 	return exitOK
+}
+
+// remoteDoctor is doctor.Remote over the client: /healthz without the key,
+// /v1/health with it.
+type remoteDoctor struct {
+	url           string
+	anon, withKey *client.Client
+}
+
+func newRemoteDoctor(c *connFlags) (*remoteDoctor, error) {
+	withKey, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	anon, err := client.NewRemote(client.Remote{URL: c.url, CAFile: c.caFile, ClientCert: c.clientCert, ClientKey: c.clientKey})
+	if err != nil {
+		return nil, err
+	}
+	return &remoteDoctor{url: c.url, anon: anon, withKey: withKey}, nil
+}
+
+func (r *remoteDoctor) URL() string { return r.url }
+
+func (r *remoteDoctor) Healthz(ctx context.Context) (*api.Liveness, *tls.ConnectionState, error) {
+	return r.anon.Healthz(ctx)
+}
+
+func (r *remoteDoctor) Health(ctx context.Context) (*api.Health, error) {
+	h, _, err := r.withKey.Health(ctx)
+	return h, err
 }

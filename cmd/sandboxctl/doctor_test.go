@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,5 +79,47 @@ func TestDoctorCommand(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"doctor", "--bogus"}, stdio{in: strings.NewReader(""), out: &out, err: &errb}, lookup); code != exitUsage {
 		t.Errorf("unknown flag: exit %d", code)
+	}
+}
+
+// TestDoctorRemoteCommand: --url runs the remote checks: /healthz is asked
+// without the key, /v1/health with it; key flags without --url are a usage
+// error, as for every command.
+func TestDoctorRemoteCommand(t *testing.T) {
+	auth := map[string]string{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth[r.URL.Path] = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/healthz" {
+			_, _ = w.Write([]byte(`{"ok":true,"version":"9.9.9"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true,"version":"9.9.9","checks":{"bwrap":"ok","userns":"ok","seccomp":"ok","helper":"ok","cgroups":"v2","disk":"ok"},"runtimes":["python"]}`))
+	}))
+	defer ts.Close()
+	keyFile := filepath.Join(t.TempDir(), "k")
+	if err := os.WriteFile(keyFile, []byte("sekrit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := ctl(t, "", "", nil, "doctor", "--json", "--url", ts.URL, "--api-key-file", keyFile)
+	if r.code != exitOK {
+		t.Fatalf("remote doctor: %+v", r)
+	}
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || !rep.OK {
+		t.Fatalf("report: %v %s", err, r.stdout)
+	}
+	names := map[string]doctor.Status{}
+	for _, c := range rep.Checks {
+		names[c.Name] = c.Status
+	}
+	if names["remote.connect"] != doctor.OK || names["remote.healthz"] != doctor.OK || names["remote.auth"] != doctor.OK || names["local"] != doctor.Skip || names["helper.caps"] != "" {
+		t.Errorf("checks: %v", names)
+	}
+	if auth["/healthz"] != "" || auth["/v1/health"] != "Bearer sekrit" {
+		t.Errorf("Authorization sent: %q", auth)
+	}
+	if r := ctl(t, "/nonexistent.sock", "", nil, "doctor", "--api-key-file", keyFile); r.code != exitUsage || !strings.Contains(r.stderr, "need --url") {
+		t.Errorf("key without url: %+v", r)
 	}
 }

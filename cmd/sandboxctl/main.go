@@ -44,6 +44,10 @@ Usage:
   sandboxctl run [--lang python|javascript|shell] (-c CODE | FILE | -) [options]
   sandboxctl health [--json] [--socket PATH]
   sandboxctl doctor [--json] [--helper PATH] [--helper-config PATH] [--socket PATH]
+  sandboxctl doctor --url URL [--api-key-file F] [--ca-file F] [--client-cert F --client-key F] [--json]
+                      from another machine: the connection, TLS, /healthz,
+                      the key and the supervisor's readiness checks; the
+                      host checks are local-only
   sandboxctl session create [--ttl SECONDS] [--key KEY] [--json]
   sandboxctl session list|show ID|rm ID [--json]
   sandboxctl session exec ID [run options] (-c CODE | FILE | -)
