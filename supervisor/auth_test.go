@@ -511,3 +511,33 @@ func TestKeyCallersNotArchived(t *testing.T) {
 		t.Fatalf("archives written for a key caller: %v", tars)
 	}
 }
+
+// TestSettingsAdminKeyOverTCP: an API key marked admin in the keys file
+// (root:...:admin) may read and change the live settings over TCP; a plain
+// key is 403 for both, and the refusal names the key, not a uid.
+func TestSettingsAdminKeyOverTCP(t *testing.T) {
+	ts := startTCP(t, nil)
+	admin := "Bearer " + strings.Repeat("a", 40)
+	for _, c := range []struct {
+		name, key, method, body string
+		want                    int
+	}{
+		{"admin get", admin, http.MethodGet, "", http.StatusOK},
+		{"admin patch", admin, http.MethodPatch, `{"max_sessions":4}`, http.StatusOK},
+		{"plain get", "Bearer " + keyAlice, http.MethodGet, "", http.StatusForbidden},
+		{"plain patch", "Bearer " + keyBob, http.MethodPatch, `{"max_sessions":2}`, http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body, _ := ts.req(t, c.method, api.AdminSettingsPath, c.key, c.body)
+			if code != c.want {
+				t.Fatalf("%s %s: %d %s, want %d", c.method, api.AdminSettingsPath, code, body, c.want)
+			}
+			if code == http.StatusForbidden && !strings.Contains(string(body), "API key") {
+				t.Fatalf("403 does not name the key: %s", body)
+			}
+		})
+	}
+	if got := ts.srv.liveConfig().MaxSessions; got != 4 {
+		t.Fatalf("max_sessions after the admin key's patch: %d, want 4", got)
+	}
+}

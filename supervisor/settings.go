@@ -121,10 +121,15 @@ func (s *Server) settingsRoutes(mux *http.ServeMux) {
 	mux.Handle(api.AdminSettingsPath, methodNotAllowedHandler("GET, HEAD, PATCH"))
 }
 
-// isAdmin: root, the supervisor's own uid, and --admin-uid. Being allowed
-// to use the API (--allow-uid/--allow-gid) is not enough.
+// isAdmin: root, the supervisor's own uid, --admin-uid, and an API key
+// marked admin in the keys file (name:key:admin). Being allowed to use the
+// API (--allow-uid/--allow-gid, a plain key) is not enough. A key caller is
+// judged by its key alone: its UID is -1, never a uid of the host.
 func (s *Server) isAdmin(c Caller) bool {
-	return c.UID == 0 || c.UID == s.selfUID || slices.Contains(s.cfg.AdminUIDs, c.UID)
+	if c.Key != "" {
+		return c.Admin
+	}
+	return c.UID >= 0 && (c.UID == 0 || c.UID == s.selfUID || slices.Contains(s.cfg.AdminUIDs, c.UID))
 }
 
 func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
@@ -135,6 +140,9 @@ func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		msg := fmt.Sprintf("uid %d is not an admin; the operator can make it one with --admin-uid", caller.UID)
+		if caller.Key != "" {
+			msg = fmt.Sprintf("API key %q is not an admin; the operator can mark it name:key:admin in the keys file", caller.Key)
+		}
 		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, apiErr(api.CodeForbidden, msg),
 			map[string]any{"method": r.Method, "path": r.URL.Path}))
 		writeError(w, apiErr(api.CodeForbidden, msg))
