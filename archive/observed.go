@@ -108,7 +108,7 @@ func (o *Observed) Delete(ctx context.Context, k Key) error {
 }
 
 // List implements Store.
-func (o *Observed) List(ctx context.Context, owner int) ([]Info, error) {
+func (o *Observed) List(ctx context.Context, owner string) ([]Info, error) {
 	l, err := o.Store.List(ctx, owner)
 	o.note("list", err)
 	return l, err

@@ -278,13 +278,17 @@ func (s *S3) Delete(ctx context.Context, k Key) error {
 }
 
 // List implements Store (sizes and times; the sha256 is read by Get).
-func (s *S3) List(ctx context.Context, owner int) ([]Info, error) {
+func (s *S3) List(ctx context.Context, owner string) ([]Info, error) {
+	prefix := s.cfg.Prefix
+	if owner != "" {
+		d, ok := ownerDir(owner)
+		if !ok {
+			return nil, fmt.Errorf("archive: list: bad owner %q", owner)
+		}
+		prefix += d + "/"
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	prefix := s.cfg.Prefix
-	if owner >= 0 {
-		prefix += fmt.Sprintf("u%d/", owner)
-	}
 	var out []Info
 	for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {

@@ -379,8 +379,8 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	if n, b := count(1001); b > 30<<10 || n != 2 {
 		t.Fatalf("uid 1001 keeps %d archives, %d bytes; want the 2 newest within 30 KiB", n, b)
 	}
-	pA := filepath.Join(archives, "u1001", archive.KeyFor(1001, "a").Name+".tar")
-	pD := filepath.Join(archives, "u1001", archive.KeyFor(1001, "d").Name+".tar")
+	pA := filepath.Join(archives, "u1001", archive.KeyFor("uid:1001", "a").Name+".tar")
+	pD := filepath.Join(archives, "u1001", archive.KeyFor("uid:1001", "d").Name+".tar")
 	if exists(pA) || !exists(pD) {
 		t.Fatalf("oldest-first: a kept %v, d kept %v", exists(pA), exists(pD))
 	}

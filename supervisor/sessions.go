@@ -324,15 +324,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		return fail(fmt.Errorf("create workspace: %w", err))
 	}
 	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
-	if key != "" && st.archives != nil && caller.Key != "" {
-		// Archives are keyed by the owner's uid (package archive); an
-		// API-key caller has none (-1), and sharing one owner between
-		// keys would let one key restore another's workspace. Fail
-		// closed: a key caller's sessions are neither restored nor
-		// archived until archives are keyed by identity.
-		st.cfg.Log.Info("session key ignored for archives: the caller is an API key", "session", s.ID, "caller", caller.ID())
-	}
-	if key != "" && st.archives != nil && !st.archivesOff.Load() && caller.Key == "" {
+	if key != "" && st.archives != nil && !st.archivesOff.Load() {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
 		if err := st.restore(s, caller); err != nil {
@@ -352,7 +344,10 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 // failed restore leaves the workspace empty: a restore failure never fails
 // the request, only a workspace that cannot be made again does.
 func (st *SessionStore) restore(s *Session, caller Caller) error {
-	k := archive.KeyFor(caller.UID, s.Key)
+	// Archives are keyed by the caller's identity (uid:<n> or key:<name>,
+	// package archive), the same identity that owns the session: one
+	// caller can never restore another's archive, whatever key it names.
+	k := archive.KeyFor(caller.ID(), s.Key)
 	facts := map[string]any{"archive": st.archiveName(k), "backend": st.archives.Backend()}
 	ctx := context.Background() // the store bounds its own calls
 	r, err := st.archives.Get(ctx, k)
@@ -384,13 +379,13 @@ func (st *SessionStore) restore(s *Session, caller Caller) error {
 // archiveName names an archive in audit records and logs: the backend's
 // relative name (u<uid>/<sha256>.tar), never a credential or endpoint.
 func (st *SessionStore) archiveName(k archive.Key) string {
-	return fmt.Sprintf("u%d/%s.tar", k.Owner, k.Name)
+	return archive.Name(k)
 }
 
 // archive stores s's workspace under its key (best effort: it never fails
 // the delete) and returns the bytes stored.
 func (st *SessionStore) archive(s *Session, caller Caller, facts map[string]any) {
-	k := archive.KeyFor(s.OwnerUID, s.Key)
+	k := archive.KeyFor(s.owner(), s.Key)
 	rec := map[string]any{"archive": st.archiveName(k), "backend": st.archives.Backend()}
 	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
 	var info archive.Info
@@ -576,7 +571,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	st.stopKernels(s)
 
 	facts := map[string]any{"why": why}
-	if s.Key != "" && st.archives != nil && !st.archivesOff.Load() && !strings.HasPrefix(s.owner(), "key:") {
+	if s.Key != "" && st.archives != nil && !st.archivesOff.Load() {
 		st.archive(s, caller, facts)
 	}
 	err := RemoveWorkspace(st.WorkspaceDir(s))
@@ -595,13 +590,13 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 // trimArchives keeps the owner's archives within ArchiveCallerMaxBytes,
 // oldest removed first, each removal audited.
 func (st *SessionStore) trimArchives(s *Session, caller Caller) {
-	removed, err := archive.Trim(context.Background(), st.archives, s.OwnerUID, st.cfg.ArchiveCallerMaxBytes)
+	removed, err := archive.Trim(context.Background(), st.archives, s.owner(), st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
 		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size,
-			"why": "caller_budget", "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes, "backend": st.archives.Backend()})
+			"why": "caller_budget", "owner": s.owner(), "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes, "backend": st.archives.Backend()})
 	}
 	if err != nil {
-		st.cfg.Log.Error("archive budget", "owner_uid", s.OwnerUID, "err", err)
+		st.cfg.Log.Error("archive budget", "owner", s.owner(), "err", err)
 	}
 }
 
