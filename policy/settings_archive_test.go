@@ -46,7 +46,9 @@ func TestApplyPatchArchive(t *testing.T) {
 		{"s3 not listed", `{"archive_backend":"s3","archive_s3_endpoint":"http://127.0.0.1:7070"}`,
 			func(c *Config) { c.AdminArchiveBackends = []string{"local", "none"} }, "--admin-archive-backends"},
 		{"s3 with the operator's own s3", `{"archive_backend":"none"}`,
-			func(c *Config) { c.ArchiveBackend, c.S3Endpoint, c.AdminArchiveBackends = "s3", "http://s3.local:9000", nil }, ""},
+			func(c *Config) {
+				c.ArchiveBackend, c.S3Endpoint, c.AdminArchiveBackends = "s3", "http://s3.local:9000", nil
+			}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			op := archiveOp()
