@@ -281,6 +281,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	s.limits.writeMetrics(w)
 	s.live.writeMetrics(w)
+	s.writeCallerRefusals(w)
 	s.live.arch.writeMetrics(w, s.sessions)
 }
 

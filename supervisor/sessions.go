@@ -130,6 +130,9 @@ type SessionStore struct {
 	// admin switches it live (settings.go, archives.go); each create and
 	// delete reads it once, so one operation sees one store.
 	archives atomic.Pointer[archive.Observed]
+	// shareRefused counts creates refused because the caller held its
+	// share of the sessions (the caller-share refusal metric).
+	shareRefused atomic.Uint64
 }
 
 // OpenSessionStore loads every session persisted in the state directory.
@@ -310,6 +313,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 	}
 	if n := st.ownedLocked(caller.ID()); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
 		st.mu.Unlock()
+		st.shareRefused.Add(1)
 		// Class ResourceExhausted, as the global cap: 429 with
 		// Retry-After; errors.Is(err, ErrTooManySessions) holds too.
 		return nil, errdefs.New(errdefs.ErrResourceExhausted,
