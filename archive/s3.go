@@ -135,7 +135,9 @@ func readCredentials(file string) (credentials.Value, error) {
 	var creds *credentials.Credentials
 	if file != "" {
 		if _, err := os.Stat(file); err != nil {
-			return credentials.Value{}, fmt.Errorf("archive: s3 credentials file: %v: %w", err, ErrNoCredentials)
+			// Both wrapped: the cause (a missing or unreadable file)
+			// and the class the settings check answers 400 with.
+			return credentials.Value{}, fmt.Errorf("archive: s3 credentials file: %w: %w", err, ErrNoCredentials)
 		}
 		creds = credentials.NewFileAWSCredentials(file, "default")
 	} else {
