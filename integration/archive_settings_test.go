@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/archive/archivetest"
 )
 
@@ -128,6 +130,83 @@ func TestArchiveSettingsSwitchS3(t *testing.T) {
 			if strings.Contains(text, secret) {
 				t.Errorf("the %s holds a credential", name)
 			}
+		}
+	}
+}
+
+// TestArchiveKeyCallersTCP: with real privilege separation, over TCP, an
+// API key's keyed session is archived when it ends and restored for the
+// same key only (another key naming the same session key gets an empty
+// workspace); an API key marked admin reads and changes the live settings,
+// a plain key is 403.
+func TestArchiveKeyCallersTCP(t *testing.T) {
+	in := setup(t)
+	emptyState(t, in)
+	const adminKey = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
+	keys := writeOwned(t, in, "keys", []byte("alice:"+itKeyAlice+"\nbob:"+itKeyBob+"\nops:"+adminKey+":admin\n"), 0o600)
+	addr := "127.0.0.1:" + freePort(t)
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--listen", "tcp://" + addr, "--api-keys-file", keys}})
+	waitTCP(t, s, addr)
+	url := "http://" + addr
+	ctx := context.Background()
+	remote := func(key string) *client.Client {
+		c, err := client.NewRemote(client.Remote{URL: url, APIKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice, bob, ops := remote(itKeyAlice), remote(itKeyBob), remote(adminKey)
+
+	key := "conv-" + randID()
+	a, _, err := alice.CreateSession(ctx, nil, key)
+	if err != nil || a.Restored {
+		t.Fatalf("alice's first session: %+v %v", a, err)
+	}
+	if _, err := alice.PutFile(ctx, a.ID, "notes.txt", strings.NewReader("alice's\n"), 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.DeleteSession(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if tars, _ := filepath.Glob(in.path("state", "archives", "kalice", "*.tar")); len(tars) != 1 {
+		t.Fatalf("alice's archives under kalice/: %v", tars)
+	}
+	b, _, err := bob.CreateSession(ctx, nil, key)
+	if err != nil || b.Restored {
+		t.Fatalf("bob naming alice's key: %+v %v", b, err)
+	}
+	var buf strings.Builder
+	if _, err := bob.GetFile(ctx, b.ID, "notes.txt", &buf); err == nil {
+		t.Fatalf("bob reads alice's notes: %q", buf.String())
+	}
+	a2, _, err := alice.CreateSession(ctx, nil, key)
+	if err != nil || !a2.Restored {
+		t.Fatalf("alice's session not restored: %+v %v\n%s", a2, err, s.logs)
+	}
+	buf.Reset()
+	if _, err := alice.GetFile(ctx, a2.ID, "notes.txt", &buf); err != nil || buf.String() != "alice's\n" {
+		t.Fatalf("alice's restored notes: %q %v", buf.String(), err)
+	}
+
+	// Live settings: the admin key yes, a plain key no.
+	if _, err := ops.PatchSettings(ctx, map[string]any{"max_sessions": 5}); err != nil {
+		t.Fatalf("admin key patch: %v", err)
+	}
+	var apiE *client.APIError
+	if _, err := alice.Settings(ctx); !errors.As(err, &apiE) || apiE.Status != 403 {
+		t.Fatalf("plain key get: %v, want 403", err)
+	}
+	if _, err := bob.PatchSettings(ctx, map[string]any{"max_sessions": 1}); !errors.As(err, &apiE) || apiE.Status != 403 {
+		t.Fatalf("plain key patch: %v, want 403", err)
+	}
+	got, err := ops.Settings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range got.Settings {
+		if x.Key == "max_sessions" && x.Value != float64(5) {
+			t.Fatalf("max_sessions %v after the admin key's patch", x.Value)
 		}
 	}
 }
