@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/archive/archivetest"
+	"github.com/sandboxd/sandboxd/client"
 )
 
 // TestArchiveSettingsSwitchS3: with real privilege separation and a real S3
