@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"flag"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,5 +109,23 @@ func TestArchiveStates(t *testing.T) {
 	}
 	if _, ok := got[SettingS3Credentials]; ok {
 		t.Fatal("credentials row from policy")
+	}
+}
+
+// TestAdminArchiveFlags: the caps come from flags and SANDBOXD_* variables
+// alike; a flag replaces the variable's list (flag wins over env).
+func TestAdminArchiveFlags(t *testing.T) {
+	env := map[string]string{"SANDBOXD_ADMIN_ARCHIVE_BACKENDS": "local,none", "SANDBOXD_ADMIN_S3_ENDPOINT": "http://a:9000,http://b:9000"}
+	c, err := Load(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--admin-archive-backends", "s3", "--admin-archive-backends", "none", "--s3-path-style=false"},
+		func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.AdminArchiveBackends, []string{"s3", "none"}) || !slices.Equal(c.AdminS3Endpoints, []string{"http://a:9000", "http://b:9000"}) || c.S3PathStyle {
+		t.Fatalf("backends %v, endpoints %v, path style %v", c.AdminArchiveBackends, c.AdminS3Endpoints, c.S3PathStyle)
+	}
+	if _, err := Load(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--admin-s3-endpoint", "s3.example"}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "--admin-s3-endpoint") {
+		t.Fatalf("a bare host accepted: %v", err)
 	}
 }
