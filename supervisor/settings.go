@@ -231,7 +231,7 @@ func (s *Server) changeSettings(caller Caller, body []byte) error {
 		l.arch.commit(newEff, store, s.sessions)
 	}
 	s.applyLive(newEff)
-	s.log.Info("admin settings changed", "caller_uid", caller.UID, "changes", diff,
+	s.log.Info("admin settings changed", "caller", caller.ID(), "changes", diff,
 		"exec_timeout_ms", newEff.ExecTimeoutMS, "was", oldEff.ExecTimeoutMS)
 	return nil
 }
