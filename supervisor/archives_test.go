@@ -191,3 +191,27 @@ func TestSettingsArchiveS3NoCredentials(t *testing.T) {
 		t.Fatalf("credentials shown as %v", got.Value)
 	}
 }
+
+// TestSettingsArchiveS3CredentialsGoneAtStart: persisted s3 settings whose
+// credentials the operator removed stop the start with a message saying
+// so, rather than archiving somewhere the admin did not choose.
+func TestSettingsArchiveS3CredentialsGoneAtStart(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	s3 := archivetest.Start(t)
+	state := t.TempDir()
+	cfg := switchConfig(state, s3)
+	cfg.S3CredentialsFile = s3.CredentialsFile(t.TempDir())
+	r := newSwitchRig(t, state, cfg)
+	if code, body := r.patch(t, `{"archive_backend":"s3","archive_s3_endpoint":"`+s3.Endpoint+`"}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %s", code, body)
+	}
+	if err := os.Remove(cfg.S3CredentialsFile); err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
+	srv.SetSessions(r.st)
+	if err := srv.LoadSettings(state); err == nil || !strings.Contains(err.Error(), "no s3 credentials") {
+		t.Fatalf("start without the credentials: %v", err)
+	}
+}
