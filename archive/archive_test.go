@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -123,7 +125,7 @@ func TestRoundTrip(t *testing.T) {
 			s := open(t)
 			src, dst := t.TempDir(), t.TempDir()
 			makeTree(t, src)
-			k := archive.KeyFor(1000, "conversation-1")
+			k := archive.KeyFor("uid:1000", "conversation-1")
 			info := put(t, s, k, src)
 			if info.Size < 3<<20 || len(info.SHA256) != 64 {
 				t.Fatalf("info %+v", info)
@@ -141,10 +143,10 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 			// Another owner with the same key names another archive.
-			if err := restore(s, archive.KeyFor(1001, "conversation-1"), t.TempDir()); !archive.IsNotFound(err) {
+			if err := restore(s, archive.KeyFor("uid:1001", "conversation-1"), t.TempDir()); !archive.IsNotFound(err) {
 				t.Fatalf("other owner's restore: %v, want not found", err)
 			}
-			l, err := s.List(context.Background(), 1000)
+			l, err := s.List(context.Background(), "uid:1000")
 			if err != nil || len(l) != 1 || l[0].Key != k || l[0].Size != info.Size {
 				t.Fatalf("list: %+v %v", l, err)
 			}
@@ -165,7 +167,7 @@ func TestPutFailureKeepsOld(t *testing.T) {
 			s := open(t)
 			src := t.TempDir()
 			makeTree(t, src)
-			k := archive.KeyFor(7, "k")
+			k := archive.KeyFor("uid:7", "k")
 			first := put(t, s, k, src)
 			_, err := s.Put(context.Background(), k, func(w io.Writer) (int64, error) {
 				_, _ = w.Write(bytes.Repeat([]byte("x"), 1<<20))
@@ -196,7 +198,7 @@ func TestChecksumRefused(t *testing.T) {
 		}
 		src := t.TempDir()
 		makeTree(t, src)
-		k := archive.KeyFor(5, "k")
+		k := archive.KeyFor("uid:5", "k")
 		put(t, s, k, src)
 		p := filepath.Join(root, "u5", k.Name+".tar")
 		f, err := os.OpenFile(p, os.O_WRONLY, 0)
@@ -218,7 +220,7 @@ func TestChecksumRefused(t *testing.T) {
 		s := openS3(t, srv, 20*time.Second)
 		src := t.TempDir()
 		makeTree(t, src)
-		k := archive.KeyFor(5, "k")
+		k := archive.KeyFor("uid:5", "k")
 		info := put(t, s, k, src)
 		// Replace the object with a truncated copy that keeps the
 		// recorded sha256: a half-written upload as another writer
@@ -254,7 +256,7 @@ func TestS3DownOrSlow(t *testing.T) {
 	s := archive.Observe(s3)
 	src := t.TempDir()
 	makeTree(t, src)
-	k := archive.KeyFor(9, "k")
+	k := archive.KeyFor("uid:9", "k")
 	first := put(t, s, k, src)
 
 	ws, err := workspace.Open(src, 0)
@@ -319,7 +321,7 @@ func TestS3DownOrSlow(t *testing.T) {
 	if r.Info.SHA256 != first.SHA256 || r.Info.Size != first.Size {
 		t.Fatalf("restored something other than the last whole archive")
 	}
-	if l, err := s.List(context.Background(), 9); err != nil || len(l) != 1 || l[0].Size != first.Size {
+	if l, err := s.List(context.Background(), "uid:9"); err != nil || len(l) != 1 || l[0].Size != first.Size {
 		t.Fatalf("the bucket holds %+v (%v), want only the first archive", l, err)
 	}
 	if d, _, _ := s.Health(); d {
@@ -356,11 +358,11 @@ func TestRetention(t *testing.T) {
 			s := open(t)
 			src := t.TempDir()
 			makeTree(t, src)
-			a, b := archive.KeyFor(3, "a"), archive.KeyFor(3, "b")
+			a, b := archive.KeyFor("uid:3", "a"), archive.KeyFor("uid:3", "b")
 			ia := put(t, s, a, src)
 			time.Sleep(1100 * time.Millisecond) // S3 times are to the second
 			ib := put(t, s, b, src)
-			removed, err := archive.Trim(context.Background(), s, 3, ia.Size+ib.Size-1)
+			removed, err := archive.Trim(context.Background(), s, "uid:3", ia.Size+ib.Size-1)
 			if err != nil || len(removed) != 1 || removed[0].Key != a {
 				t.Fatalf("trim: %+v %v (want the oldest, a, removed)", removed, err)
 			}
@@ -368,7 +370,7 @@ func TestRetention(t *testing.T) {
 			if err != nil || len(removed) != 1 || removed[0].Key != b {
 				t.Fatalf("expire: %+v %v", removed, err)
 			}
-			if l, _ := s.List(context.Background(), -1); len(l) != 0 {
+			if l, _ := s.List(context.Background(), ""); len(l) != 0 {
 				t.Fatalf("left: %+v", l)
 			}
 		})
@@ -376,14 +378,75 @@ func TestRetention(t *testing.T) {
 }
 
 func TestKeyScheme(t *testing.T) {
-	k := archive.KeyFor(1000, "abc")
-	if !k.Valid() || k == archive.KeyFor(1001, "abc") || k != archive.KeyFor(1000, "abc") {
+	k := archive.KeyFor("uid:1000", "abc")
+	if !k.Valid() || k == archive.KeyFor("uid:1001", "abc") || k != archive.KeyFor("uid:1000", "abc") {
 		t.Fatalf("key %+v", k)
 	}
-	for _, bad := range []archive.Key{{Owner: 1, Name: "../../etc"}, {Owner: -1, Name: k.Name}, {Owner: 1, Name: strings.ToUpper(k.Name)}} {
+	// Compatibility: a uid archive keeps the name uid archives always had,
+	// sha256("<uid>:<key>"), so archives written before identities were
+	// introduced still restore.
+	if sum := sha256.Sum256([]byte("1000:abc")); k.Name != hex.EncodeToString(sum[:]) {
+		t.Fatalf("uid archive name changed: %s", k.Name)
+	}
+	// A key caller and a uid caller never share a name, nor two keys.
+	names := map[string]string{}
+	for _, owner := range []string{"uid:1000", "key:1000", "key:alice", "key:bob", "key:..", "uid:0"} {
+		k := archive.KeyFor(owner, "abc")
+		if !k.Valid() {
+			t.Errorf("%s: key %+v invalid", owner, k)
+		}
+		if o, dup := names[k.Name]; dup {
+			t.Errorf("%s and %s share the archive name %s", owner, o, k.Name)
+		}
+		names[k.Name] = owner
+	}
+	for _, bad := range []archive.Key{
+		{Owner: "uid:1", Name: "../../etc"}, {Owner: "uid:-1", Name: k.Name}, {Owner: "uid:1", Name: strings.ToUpper(k.Name)},
+		{Owner: "1000", Name: k.Name}, {Owner: "key:a/b", Name: k.Name}, {Owner: "key:", Name: k.Name}, {Owner: "uid:01", Name: k.Name},
+		{Owner: "", Name: k.Name}, archive.KeyFor("key:a:b", "abc"), archive.KeyFor("anonymous", "abc"),
+	} {
 		if bad.Valid() {
 			t.Errorf("%+v valid", bad)
 		}
+	}
+}
+
+// TestKeyOwnersApart: on a real local store, an API key's archive lives in
+// its own directory, lists under its owner only, and the same session key
+// of another key or of a uid finds nothing.
+func TestKeyOwnersApart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := archive.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k := archive.KeyFor("key:alice", "conv")
+	if _, err := s.Put(ctx, k, func(w io.Writer) (int64, error) { n, err := w.Write([]byte("alice")); return int64(n), err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kalice", k.Name+".tar")); err != nil {
+		t.Fatalf("not under kalice/: %v", err)
+	}
+	for _, other := range []string{"key:bob", "uid:1000", "key:Alice"} {
+		if _, err := s.Get(ctx, archive.KeyFor(other, "conv")); !archive.IsNotFound(err) {
+			t.Errorf("%s restores alice's archive: %v", other, err)
+		}
+		if l, err := s.List(ctx, other); err != nil || len(l) != 0 {
+			t.Errorf("%s lists %v, %v", other, l, err)
+		}
+	}
+	if l, err := s.List(ctx, "key:alice"); err != nil || len(l) != 1 || l[0].Key != k {
+		t.Fatalf("alice lists %+v, %v", l, err)
+	}
+	if l, err := s.List(ctx, ""); err != nil || len(l) != 1 || l[0].Key != k {
+		t.Fatalf("all lists %+v, %v", l, err)
+	}
+	if _, err := s.List(ctx, "key:../x"); err == nil {
+		t.Fatal("a bad owner was listed")
+	}
+	if _, err := archive.Trim(ctx, s, "", 1); err == nil {
+		t.Fatal("Trim without an owner")
 	}
 }
 

@@ -4,9 +4,10 @@
 // retention and per-caller budget over any Store, and the counters behind
 // the archive metrics and the health check.
 //
-// An archive is named by a Key: the owner's uid and the sha256 of
-// "owner:key", so no caller-chosen string ever becomes a path or an object
-// name and one caller cannot restore another's archive by guessing its key.
+// An archive is named by a Key: the owner's caller identity ("uid:<n>" or
+// "key:<name>") and the sha256 of owner and session key together, so no
+// caller-chosen string ever becomes a path or an object name and one
+// caller cannot restore another's archive by guessing its key.
 // Every archive is stored with its size and sha256; Get verifies both
 // before it hands out a single byte, so nothing half-written or altered is
 // ever restored.

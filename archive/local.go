@@ -34,7 +34,7 @@ func OpenLocal(dir string) (*Local, error) {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
 	l := &Local{dir: dir, now: time.Now}
-	owners, _ := filepath.Glob(filepath.Join(dir, "u*", "*.tmp"))
+	owners, _ := filepath.Glob(filepath.Join(dir, "*", "*.tmp"))
 	for _, p := range owners {
 		_ = os.Remove(p)
 	}
@@ -182,10 +182,14 @@ func (l *Local) Delete(_ context.Context, k Key) error {
 
 // List implements Store. Symlinks and anything not named like an archive
 // are ignored (never followed, never counted).
-func (l *Local) List(_ context.Context, owner int) ([]Info, error) {
-	pattern := filepath.Join(l.dir, "u*", "*.tar")
-	if owner >= 0 {
-		pattern = filepath.Join(l.dir, fmt.Sprintf("u%d", owner), "*.tar")
+func (l *Local) List(_ context.Context, owner string) ([]Info, error) {
+	pattern := filepath.Join(l.dir, "*", "*.tar")
+	if owner != "" {
+		d, ok := ownerDir(owner)
+		if !ok {
+			return nil, fmt.Errorf("archive: list: bad owner %q", owner)
+		}
+		pattern = filepath.Join(l.dir, d, "*.tar") // d has no glob metacharacter
 	}
 	paths, err := filepath.Glob(pattern)
 	if err != nil {

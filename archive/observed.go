@@ -16,15 +16,23 @@ import (
 // archive is an answer, not a failure.
 type Observed struct {
 	Store
+	mu *sync.Mutex // shared with the counters: one lock for both
+	*counters
+	lastErr  string
+	lastFail time.Time
+	degraded bool
+	lastPing time.Time
+}
+
+// counters are an Observed's operation counts; a store opened again for
+// the same backend (an admin changed its S3 parameters) continues them, so
+// a Prometheus counter never goes back.
+type counters struct {
 	mu       sync.Mutex
 	ops      map[string]int64 // by operation
 	fails    map[string]int64
 	archived int64 // bytes put
 	restored int64 // bytes got
-	lastErr  string
-	lastFail time.Time
-	degraded bool
-	lastPing time.Time
 }
 
 // Pinger is a store that can check it is reachable without moving an
@@ -38,7 +46,18 @@ const pingEvery = 10 * time.Second
 
 // Observe wraps s.
 func Observe(s Store) *Observed {
-	return &Observed{Store: s, ops: map[string]int64{}, fails: map[string]int64{}}
+	c := &counters{ops: map[string]int64{}, fails: map[string]int64{}}
+	return &Observed{Store: s, mu: &c.mu, counters: c}
+}
+
+// ObserveAfter wraps s, continuing prev's counters when prev observed the
+// same backend (nil prev: Observe). The health state starts afresh: it is
+// the new store's.
+func ObserveAfter(s Store, prev *Observed) *Observed {
+	if prev == nil || prev.Backend() != s.Backend() {
+		return Observe(s)
+	}
+	return &Observed{Store: s, mu: prev.mu, counters: prev.counters}
 }
 
 func (o *Observed) note(op string, err error) {
@@ -108,7 +127,7 @@ func (o *Observed) Delete(ctx context.Context, k Key) error {
 }
 
 // List implements Store.
-func (o *Observed) List(ctx context.Context, owner int) ([]Info, error) {
+func (o *Observed) List(ctx context.Context, owner string) ([]Info, error) {
 	l, err := o.Store.List(ctx, owner)
 	o.note("list", err)
 	return l, err
@@ -144,31 +163,43 @@ func (o *Observed) Health() (degraded bool, lastErr string, since time.Time) {
 }
 
 // WriteMetrics writes the Prometheus text lines of the archive metrics.
-func (o *Observed) WriteMetrics(w io.Writer) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	b := o.Backend()
-	fmt.Fprintln(w, "# HELP sandboxd_archive_operations_total Archive store operations, by backend and operation.")
-	fmt.Fprintln(w, "# TYPE sandboxd_archive_operations_total counter")
-	for _, op := range sortedKeys(o.ops) {
-		fmt.Fprintf(w, "sandboxd_archive_operations_total{backend=%q,op=%q} %d\n", b, op, o.ops[op])
+func (o *Observed) WriteMetrics(w io.Writer) { WriteMetrics(w, o) }
+
+// WriteMetrics writes the archive metrics of several stores (one per
+// backend), each metric family once, as the text format requires.
+func WriteMetrics(w io.Writer, obs ...*Observed) {
+	if len(obs) == 0 {
+		return
 	}
-	fmt.Fprintln(w, "# HELP sandboxd_archive_failures_total Failed archive store operations, by backend and operation (put_source: the workspace could not be archived).")
-	fmt.Fprintln(w, "# TYPE sandboxd_archive_failures_total counter")
-	for _, op := range []string{"put", "put_source", "get", "touch", "delete", "list"} {
-		fmt.Fprintf(w, "sandboxd_archive_failures_total{backend=%q,op=%q} %d\n", b, op, o.fails[op])
+	family := func(name, typ, help string, line func(o *Observed, b string)) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+		for _, o := range obs {
+			o.mu.Lock()
+			line(o, o.Backend())
+			o.mu.Unlock()
+		}
 	}
-	fmt.Fprintln(w, "# HELP sandboxd_archive_bytes_total Bytes archived (put) and restored (get), by backend.")
-	fmt.Fprintln(w, "# TYPE sandboxd_archive_bytes_total counter")
-	fmt.Fprintf(w, "sandboxd_archive_bytes_total{backend=%q,direction=\"put\"} %d\n", b, o.archived)
-	fmt.Fprintf(w, "sandboxd_archive_bytes_total{backend=%q,direction=\"get\"} %d\n", b, o.restored)
-	fmt.Fprintln(w, "# HELP sandboxd_archive_degraded 1 while the last archive store operation failed.")
-	fmt.Fprintln(w, "# TYPE sandboxd_archive_degraded gauge")
-	d := 0
-	if o.degraded {
-		d = 1
-	}
-	fmt.Fprintf(w, "sandboxd_archive_degraded{backend=%q} %d\n", b, d)
+	family("sandboxd_archive_operations_total", "counter", "Archive store operations, by backend and operation.", func(o *Observed, b string) {
+		for _, op := range sortedKeys(o.ops) {
+			fmt.Fprintf(w, "sandboxd_archive_operations_total{backend=%q,op=%q} %d\n", b, op, o.ops[op])
+		}
+	})
+	family("sandboxd_archive_failures_total", "counter", "Failed archive store operations, by backend and operation (put_source: the workspace could not be archived).", func(o *Observed, b string) {
+		for _, op := range []string{"put", "put_source", "get", "touch", "delete", "list"} {
+			fmt.Fprintf(w, "sandboxd_archive_failures_total{backend=%q,op=%q} %d\n", b, op, o.fails[op])
+		}
+	})
+	family("sandboxd_archive_bytes_total", "counter", "Bytes archived (put) and restored (get), by backend.", func(o *Observed, b string) {
+		fmt.Fprintf(w, "sandboxd_archive_bytes_total{backend=%q,direction=\"put\"} %d\n", b, o.archived)
+		fmt.Fprintf(w, "sandboxd_archive_bytes_total{backend=%q,direction=\"get\"} %d\n", b, o.restored)
+	})
+	family("sandboxd_archive_degraded", "gauge", "1 while the last archive store operation failed.", func(o *Observed, b string) {
+		d := 0
+		if o.degraded {
+			d = 1
+		}
+		fmt.Fprintf(w, "sandboxd_archive_degraded{backend=%q} %d\n", b, d)
+	})
 }
 
 func sortedKeys(m map[string]int64) []string {

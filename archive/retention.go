@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -14,7 +15,7 @@ func Expire(ctx context.Context, s Store, maxAge time.Duration, now time.Time) (
 	if maxAge <= 0 {
 		return nil, nil
 	}
-	all, err := s.List(ctx, -1)
+	all, err := s.List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -37,9 +38,14 @@ func Expire(ctx context.Context, s Store, maxAge time.Duration, now time.Time) (
 // Trim keeps owner's archives within maxBytes by removing the oldest first
 // (an archive alone larger than maxBytes goes too: a budget is never
 // exceeded). maxBytes <= 0 removes nothing.
-func Trim(ctx context.Context, s Store, owner int, maxBytes int64) ([]Info, error) {
+func Trim(ctx context.Context, s Store, owner string, maxBytes int64) ([]Info, error) {
 	if maxBytes <= 0 {
 		return nil, nil
+	}
+	if owner == "" {
+		// "" lists every owner: one caller's budget must never remove
+		// another's archives.
+		return nil, fmt.Errorf("archive: trim: no owner")
 	}
 	all, err := s.List(ctx, owner)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // S3Config configures the S3 backend. Credentials come from
@@ -27,7 +28,11 @@ type S3Config struct {
 	Region          string // "" = us-east-1
 	Prefix          string // object names start with it ("" or ending in "/")
 	CredentialsFile string
-	SpoolDir        string // local directory for the streamed spool files
+	// VirtualHosted addresses the bucket as a host name (bucket.host)
+	// instead of in the path (host/bucket, the default: MinIO, Ceph RGW
+	// and versitygw need it; AWS takes both).
+	VirtualHosted bool
+	SpoolDir      string // local directory for the streamed spool files
 	// Timeout bounds one transfer (put or get); metadata calls get
 	// MetaTimeout. S3 slow or down costs at most this much, never a request.
 	Timeout     time.Duration
@@ -83,22 +88,13 @@ func OpenS3(ctx context.Context, cfg S3Config) (*S3, error) {
 			_ = os.Remove(path.Join(cfg.SpoolDir, e.Name())) // left by a crash
 		}
 	}
-	var creds *credentials.Credentials
-	if cfg.CredentialsFile != "" {
-		if _, err := os.Stat(cfg.CredentialsFile); err != nil {
-			return nil, fmt.Errorf("archive: s3 credentials file: %w", err)
-		}
-		creds = credentials.NewFileAWSCredentials(cfg.CredentialsFile, "default")
-	} else {
-		creds = credentials.NewEnvAWS()
-	}
-	v, err := creds.GetWithContext(nil)
-	if err != nil || v.AccessKeyID == "" || v.SecretAccessKey == "" {
-		return nil, errors.New("archive: no s3 credentials: set --s3-credentials-file (aws_access_key_id and aws_secret_access_key under [default]) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	v, err := readCredentials(cfg.CredentialsFile)
+	if err != nil {
+		return nil, err
 	}
 	// A fixed set: a file re-read later must not bring in a key that the
 	// scrubber does not know.
-	creds = credentials.NewStaticV4(v.AccessKeyID, v.SecretAccessKey, v.SessionToken)
+	creds := credentials.NewStaticV4(v.AccessKeyID, v.SecretAccessKey, v.SessionToken)
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -107,9 +103,13 @@ func OpenS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		IdleConnTimeout:       60 * time.Second,
 		MaxIdleConnsPerHost:   4,
 	}
+	lookup := minio.BucketLookupPath
+	if cfg.VirtualHosted {
+		lookup = minio.BucketLookupDNS
+	}
 	client, err := minio.New(u.Host, &minio.Options{
 		Creds: creds, Secure: u.Scheme == "https", Region: cfg.Region,
-		BucketLookup: minio.BucketLookupPath, Transport: tr, MaxRetries: 1,
+		BucketLookup: lookup, Transport: tr, MaxRetries: 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("archive: s3 client: %w", err)
@@ -121,6 +121,40 @@ func OpenS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		}
 	}
 	return s, nil
+}
+
+// ErrNoCredentials: the operator configured no S3 credentials (an
+// ErrInvalid: choosing the s3 backend is refused until the operator does).
+var ErrNoCredentials error = errdefs.New(errdefs.ErrInvalid,
+	"no s3 credentials: the operator sets --s3-credentials-file (aws_access_key_id and aws_secret_access_key under [default]) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; credentials are never accepted over the API", "", nil)
+
+// readCredentials reads the operator's credentials: file (the AWS
+// shared-credentials format, profile "default") or, when file is "", the
+// environment. A missing file or key is ErrNoCredentials.
+func readCredentials(file string) (credentials.Value, error) {
+	var creds *credentials.Credentials
+	if file != "" {
+		if _, err := os.Stat(file); err != nil {
+			// Both wrapped: the cause (a missing or unreadable file)
+			// and the class the settings check answers 400 with.
+			return credentials.Value{}, fmt.Errorf("archive: s3 credentials file: %w: %w", err, ErrNoCredentials)
+		}
+		creds = credentials.NewFileAWSCredentials(file, "default")
+	} else {
+		creds = credentials.NewEnvAWS()
+	}
+	v, err := creds.GetWithContext(nil)
+	if err != nil || v.AccessKeyID == "" || v.SecretAccessKey == "" {
+		return credentials.Value{}, fmt.Errorf("archive: %w", ErrNoCredentials)
+	}
+	return v, nil
+}
+
+// HasCredentials reports whether the operator's credentials (file, or the
+// environment when file is "") are set: only this, never their value.
+func HasCredentials(file string) bool {
+	_, err := readCredentials(file)
+	return err == nil
 }
 
 // Backend is "s3".
@@ -278,13 +312,17 @@ func (s *S3) Delete(ctx context.Context, k Key) error {
 }
 
 // List implements Store (sizes and times; the sha256 is read by Get).
-func (s *S3) List(ctx context.Context, owner int) ([]Info, error) {
+func (s *S3) List(ctx context.Context, owner string) ([]Info, error) {
+	prefix := s.cfg.Prefix
+	if owner != "" {
+		d, ok := ownerDir(owner)
+		if !ok {
+			return nil, fmt.Errorf("archive: list: bad owner %q", owner)
+		}
+		prefix += d + "/"
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	prefix := s.cfg.Prefix
-	if owner >= 0 {
-		prefix += fmt.Sprintf("u%d/", owner)
-	}
 	var out []Info
 	for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {

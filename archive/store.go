@@ -36,40 +36,106 @@ var (
 // Key names one archive. Build it with KeyFor; Name is never a
 // caller-chosen string.
 type Key struct {
-	Owner int    // uid of the session's owner
-	Name  string // hex sha256 of "owner:key"
+	// Owner is the caller identity that owns the archive, as
+	// policy.Caller.ID spells it: "uid:<n>" for a Unix-socket peer,
+	// "key:<name>" for an API key.
+	Owner string
+	Name  string // hex sha256 of the owner and the session key
 }
 
-// KeyFor is the archive key of a session key owned by uid owner: the uid
-// and the key are hashed together (the scheme local archives have always
-// used), so one caller cannot name another's archive.
-func KeyFor(owner int, key string) Key {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s", owner, key)))
+var (
+	nameRE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	uidRE     = regexp.MustCompile(`^(0|[1-9][0-9]{0,9})$`)
+	keyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`) // package apikey's names
+)
+
+// KeyFor is the archive key of a session key owned by the caller identity
+// owner ("uid:<n>" or "key:<name>"). The owner and the key are hashed
+// together, so one caller cannot name another's archive.
+//
+// A uid owner hashes "<n>:<key>", the scheme uid archives have always used,
+// so archives written before API-key callers were archived restore
+// unchanged. A key owner hashes "key:<name>:<key>": it starts with a letter
+// where a uid's starts with a digit, and a key name holds no ':', so no
+// (owner, key) pair of one namespace hashes like a pair of the other.
+// An owner that is neither gives an invalid Key, which every store refuses.
+func KeyFor(owner, key string) Key {
+	id := owner
+	if uid, ok := strings.CutPrefix(owner, "uid:"); ok {
+		id = uid
+	}
+	sum := sha256.Sum256([]byte(id + ":" + key))
 	return Key{Owner: owner, Name: hex.EncodeToString(sum[:])}
 }
 
-var nameRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// UIDOwner is the owner identity of uid n ("uid:<n>").
+func UIDOwner(n int) string { return "uid:" + strconv.Itoa(n) }
+
+// ownerDir is the directory of owner's archives below a store's root: one
+// per owner, so its bytes can be counted and bounded. "u<n>" for a uid (the
+// directory uid archives have always had), "k<name>" for an API key; the
+// prefix letter keeps a key named "." or ".." from ever being a path
+// element of its own.
+func ownerDir(owner string) (string, bool) {
+	if uid, ok := strings.CutPrefix(owner, "uid:"); ok && uidRE.MatchString(uid) {
+		return "u" + uid, true
+	}
+	if name, ok := strings.CutPrefix(owner, "key:"); ok && keyNameRE.MatchString(name) {
+		return "k" + name, true
+	}
+	return "", false
+}
+
+// ownerOfDir is the inverse of ownerDir.
+func ownerOfDir(dir string) (string, bool) {
+	var owner string
+	switch {
+	case strings.HasPrefix(dir, "u"):
+		owner = "uid:" + dir[1:]
+	case strings.HasPrefix(dir, "k"):
+		owner = "key:" + dir[1:]
+	default:
+		return "", false
+	}
+	if d, ok := ownerDir(owner); !ok || d != dir {
+		return "", false
+	}
+	return owner, true
+}
 
 // Valid reports whether k could have come from KeyFor.
-func (k Key) Valid() bool { return k.Owner >= 0 && nameRE.MatchString(k.Name) }
+func (k Key) Valid() bool {
+	_, ok := ownerDir(k.Owner)
+	return ok && nameRE.MatchString(k.Name)
+}
 
-// rel is the key's path below a store's root: u<uid>/<name>.tar, one
-// directory per owner so its bytes can be counted and bounded.
-func (k Key) rel() string { return "u" + strconv.Itoa(k.Owner) + "/" + k.Name + ".tar" }
+// rel is the key's path below a store's root: <owner dir>/<name>.tar.
+// Only called on valid keys (and in messages, where an invalid owner shows
+// as "?").
+func (k Key) rel() string {
+	d, ok := ownerDir(k.Owner)
+	if !ok {
+		d = "?"
+	}
+	return d + "/" + k.Name + ".tar"
+}
+
+// Name is k's name below a store's root (<owner dir>/<sha256>.tar), for
+// audit records and logs: it never holds an endpoint or a credential.
+func Name(k Key) string { return k.rel() }
 
 // parseRel is the inverse of rel.
 func parseRel(rel string) (Key, bool) {
 	dir, file, ok := strings.Cut(rel, "/")
-	uid, found := strings.CutPrefix(dir, "u")
 	name, tar := strings.CutSuffix(file, ".tar")
-	if !ok || !found || !tar {
+	if !ok || !tar {
 		return Key{}, false
 	}
-	n, err := strconv.Atoi(uid)
-	if err != nil || strconv.Itoa(n) != uid {
+	owner, ok := ownerOfDir(dir)
+	if !ok {
 		return Key{}, false
 	}
-	k := Key{Owner: n, Name: name}
+	k := Key{Owner: owner, Name: name}
 	return k, k.Valid()
 }
 
@@ -101,8 +167,9 @@ type Store interface {
 	Touch(ctx context.Context, k Key) error
 	// Delete removes k; a missing k is not an error.
 	Delete(ctx context.Context, k Key) error
-	// List lists the archives of owner, or of every owner when owner < 0.
-	List(ctx context.Context, owner int) ([]Info, error)
+	// List lists the archives of owner (a caller identity, as in Key),
+	// or of every owner when owner is "".
+	List(ctx context.Context, owner string) ([]Info, error)
 }
 
 // Reader is a verified archive: Read streams it, Close releases it (and

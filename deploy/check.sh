@@ -12,6 +12,11 @@ tools() { "$GO" -C deploy/tools "$@"; }
 
 echo "check-deploy: tools module"
 tools vet ./...
+# The checkers' own tests feed them the shipped recipes with seccomp or
+# AppArmor turned off in every place Compose and Kubernetes read it
+# (seccomp/apparmor =/: unconfined, privileged, a neighbour service, pod and
+# container securityContext, the older annotations): each must be refused.
+tools test -count=1 ./composecheck ./manifestcheck
 
 echo "check-deploy: compose (compose-spec loader and schema, as docker compose config)"
 tools run ./composecheck -profile "$root/profiles/kubernetes-worker.json" "$root/deploy/compose/compose.yaml"

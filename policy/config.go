@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -194,6 +193,18 @@ type Config struct {
 	S3Region          string
 	S3Prefix          string
 	S3CredentialsFile string
+	// S3PathStyle addresses the bucket in the path (http://host/bucket/...,
+	// what MinIO, Ceph RGW and versitygw need); false uses virtual-hosted
+	// names (http://bucket.host/...).
+	S3PathStyle bool
+	// AdminArchiveBackends are the archive backends an admin may switch to
+	// over the API (live settings); empty: the operator's --archive-backend
+	// and none. AdminS3Endpoints are the S3 endpoints an admin may choose
+	// besides --s3-endpoint: an endpoint is where every archive's bytes go
+	// and the operator's credentials sign for, so only the operator names
+	// them.
+	AdminArchiveBackends []string
+	AdminS3Endpoints     []string
 	// S3Timeout bounds one archive transfer; S3 slow or down never holds a
 	// delete longer.
 	S3Timeout time.Duration
@@ -270,6 +281,7 @@ func Defaults() Config {
 		ArchiveMaxBytes:       200 << 20,
 		ArchiveBackend:        "local",
 		S3Region:              "us-east-1",
+		S3PathStyle:           true,
 		S3Timeout:             2 * time.Minute,
 		ArtifactMaxFileBytes:  20 << 20,
 		ArtifactMaxFiles:      20,
@@ -315,6 +327,16 @@ func (c Config) ArchiveLocalDir() string {
 }
 
 func (c Config) validateS3(bad func(flagName, format string, args ...any)) {
+	for _, b := range c.AdminArchiveBackends {
+		if b != "local" && b != "s3" && b != "none" {
+			bad("admin-archive-backends", "%q is not local, s3 or none", b)
+		}
+	}
+	for _, e := range c.AdminS3Endpoints {
+		if err := CheckS3Endpoint(e); err != nil {
+			bad("admin-s3-endpoint", "%v", err)
+		}
+	}
 	switch c.ArchiveBackend {
 	case "local", "none":
 		return
@@ -323,15 +345,14 @@ func (c Config) validateS3(bad func(flagName, format string, args ...any)) {
 		bad("archive-backend", "%q is not local, s3 or none", c.ArchiveBackend)
 		return
 	}
-	if u, err := url.Parse(c.S3Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		(u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
-		bad("s3-endpoint", "%q: want http(s)://host[:port] (no path, user or query) with --archive-backend s3", c.S3Endpoint)
+	if err := CheckS3Endpoint(c.S3Endpoint); err != nil {
+		bad("s3-endpoint", "%v with --archive-backend s3", err)
 	}
 	if c.S3Bucket == "" {
 		bad("s3-bucket", "must be set with --archive-backend s3")
 	}
-	if c.S3Prefix != "" && (!strings.HasSuffix(c.S3Prefix, "/") || strings.HasPrefix(c.S3Prefix, "/") || strings.Contains(c.S3Prefix, "..")) {
-		bad("s3-prefix", "%q: want a relative prefix ending in /", c.S3Prefix)
+	if err := CheckS3Prefix(c.S3Prefix); err != nil {
+		bad("s3-prefix", "%v", err)
 	}
 	if c.S3CredentialsFile != "" && !filepath.IsAbs(c.S3CredentialsFile) {
 		bad("s3-credentials-file", "%q must be an absolute path", c.S3CredentialsFile)
@@ -393,6 +414,9 @@ func settings() []setting {
 		{"s3-region", "region the s3 archive backend signs for", func(c *Config) flag.Value { return (*stringValue)(&c.S3Region) }},
 		{"s3-prefix", "object name prefix of the s3 archive backend (empty, or ending in /)", func(c *Config) flag.Value { return (*stringValue)(&c.S3Prefix) }},
 		{"s3-credentials-file", "AWS shared-credentials file ([default] aws_access_key_id, aws_secret_access_key) of the s3 archive backend; empty: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", func(c *Config) flag.Value { return (*stringValue)(&c.S3CredentialsFile) }},
+		{"s3-path-style", "address the S3 bucket in the path (MinIO, Ceph RGW, versitygw); false: virtual-hosted bucket names", func(c *Config) flag.Value { return (*boolValue)(&c.S3PathStyle) }},
+		{"admin-archive-backends", "archive backends an admin may switch to over the API (local, s3, none; comma list); empty: --archive-backend and none", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminArchiveBackends} }},
+		{"admin-s3-endpoint", "S3 endpoint an admin may choose over the API besides --s3-endpoint (repeatable or comma list); credentials stay the operator's", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminS3Endpoints} }},
 		{"s3-timeout", "longest one archive transfer to or from S3 may take (Go duration)", func(c *Config) flag.Value { return (*durationValue)(&c.S3Timeout) }},
 		{"archive-max-bytes", "largest session archive; a larger one is skipped (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveMaxBytes) }},
 		{"archive-retention", "remove archives not written or restored for this long, at start and hourly (Go duration or Nd days); 0 keeps them", func(c *Config) flag.Value { return (*durationValue)(&c.ArchiveRetention) }},

@@ -292,6 +292,11 @@ func TestValidateShares(t *testing.T) {
 		{"negative retention", func(c *Config) { c.ArchiveRetention = -1 }, "--archive-retention"},
 		{"negative archive budget", func(c *Config) { c.ArchiveCallerMaxBytes = -1 }, "--archive-caller-max-bytes"},
 		{"negative audit retention", func(c *Config) { c.AuditRetentionFiles = -1 }, "--audit-retention-files"},
+		{"admin backends", func(c *Config) { c.AdminArchiveBackends = []string{"local", "s3", "none"} }, ""},
+		{"admin backend bogus", func(c *Config) { c.AdminArchiveBackends = []string{"local", "ftp"} }, "--admin-archive-backends"},
+		{"admin endpoint", func(c *Config) { c.AdminS3Endpoints = []string{"https://s3.example:9000"} }, ""},
+		{"admin endpoint with a path", func(c *Config) { c.AdminS3Endpoints = []string{"https://s3.example/x"} }, "--admin-s3-endpoint"},
+		{"admin endpoint with a user", func(c *Config) { c.AdminS3Endpoints = []string{"http://u:p@s3.example"} }, "--admin-s3-endpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Defaults()

@@ -58,6 +58,9 @@ func intSettings() []intSetting {
 // SettingKeys lists every live setting key, sorted.
 func SettingKeys() []string {
 	keys := []string{SettingArchiveBackend}
+	for _, s := range s3Settings() {
+		keys = append(keys, s.key)
+	}
 	for _, s := range intSettings() {
 		keys = append(keys, s.key)
 	}
@@ -70,6 +73,9 @@ func SettingKeys() []string {
 type Overrides struct {
 	Ints           map[string]int64 `json:"ints,omitempty"`
 	ArchiveBackend string           `json:"archive_backend,omitempty"`
+	// S3 holds the archive_s3_* settings as text (path style as
+	// "true"/"false"); a present "" prefix is an override too.
+	S3 map[string]string `json:"s3,omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -78,14 +84,30 @@ func (o Overrides) Clone() Overrides {
 	for k, v := range o.Ints {
 		c.Ints[k] = v
 	}
+	if o.S3 != nil {
+		c.S3 = map[string]string{}
+		for k, v := range o.S3 {
+			c.S3[k] = v
+		}
+	}
 	return c
 }
 
+// Count is the number of settings overridden.
+func (o Overrides) Count() int {
+	n := len(o.Ints) + len(o.S3)
+	if o.ArchiveBackend != "" {
+		n++
+	}
+	return n
+}
+
 // SecretSetting reports whether a key's value is a secret, which audit
-// records and answers show only as "set" or "unset". None of the live
-// settings is one: S3 endpoints and credentials are deliberately not
-// settable over the API (they come from the operator's flags and files,
-// never from a request), but every new setting passes through this rule.
+// records and answers show only as "set" or "unset", and which a patch can
+// never set. None of the settable live settings is one: S3 credentials
+// come from the operator's file or environment, never from a request, and
+// are shown only as set or unset (SettingS3Credentials); every new setting
+// passes through this rule.
 func SecretSetting(key string) bool {
 	return strings.Contains(key, "secret") || strings.Contains(key, "credential") || strings.Contains(key, "password") || strings.Contains(key, "token")
 }
@@ -99,19 +121,6 @@ func RedactSetting(key string, v any) any {
 		return "unset"
 	}
 	return "set"
-}
-
-// archiveBackends are the backends an admin may choose: the one the
-// operator started with (its store is open: a local directory, or S3 with
-// the operator's endpoint and credentials) and none, which stops archiving
-// and restoring for new sessions. Another backend needs its store opened at
-// start, so the operator chooses it: S3 endpoints and credentials are never
-// accepted over the API.
-func archiveBackends(op Config) []string {
-	if op.ArchiveBackend == "none" {
-		return []string{"none"}
-	}
-	return []string{op.ArchiveBackend, "none"}
 }
 
 func settingInvalid(format string, args ...any) error {
@@ -146,38 +155,21 @@ func ApplyPatch(op Config, cur Overrides, patch []byte) (Overrides, error) {
 			return cur, err
 		}
 	}
-	if err := checkCross(Effective(op, next)); err != nil {
+	if err := checkCross(op, Effective(op, next)); err != nil {
 		return cur, err
 	}
 	return next, nil
 }
 
 func applyOne(op Config, next *Overrides, key string, v json.RawMessage) error {
-	isNull := bytes.Equal(bytes.TrimSpace(v), []byte("null"))
-	if key == SettingArchiveBackend {
-		if isNull {
-			next.ArchiveBackend = ""
-			return nil
-		}
-		var b string
-		if err := json.Unmarshal(v, &b); err != nil {
-			return settingInvalid("%s: want a string (local, s3 or none)", key)
-		}
-		allowed := archiveBackends(op)
-		if !slices.Contains(allowed, b) {
-			if b == "local" || b == "s3" {
-				return settingInvalid("%s: %q is not one of %s: the operator chooses the backend at start (--archive-backend; for s3 also --s3-endpoint, --s3-bucket and credentials, which are never accepted over the API)", key, b, strings.Join(allowed, ", "))
-			}
-			return settingInvalid("%s: %q is not one of %s", key, b, strings.Join(allowed, ", "))
-		}
-		next.ArchiveBackend = b
-		return nil
+	if handled, err := applyArchive(op, next, key, v); handled {
+		return err
 	}
 	for _, s := range intSettings() {
 		if s.key != key {
 			continue
 		}
-		if isNull {
+		if isNull(v) {
 			delete(next.Ints, key)
 			return nil
 		}
@@ -199,11 +191,11 @@ func applyOne(op Config, next *Overrides, key string, v json.RawMessage) error {
 }
 
 // checkCross refuses combinations the flags refuse too.
-func checkCross(c Config) error {
+func checkCross(op, c Config) error {
 	if c.ExecTimeoutMS > c.ExecTimeoutMaxMS {
 		return settingInvalid("%s: %d ms is above %s %d ms: an exec without a timeout would be refused", SettingExecTimeout, c.ExecTimeoutMS, SettingExecTimeoutMax, c.ExecTimeoutMaxMS)
 	}
-	return nil
+	return checkArchive(op, c)
 }
 
 // Effective is op with the overrides applied, each clamped to its cap (an
@@ -215,9 +207,7 @@ func Effective(op Config, o Overrides) Config {
 			s.set(&c, min(max(v, s.min), s.get(op)))
 		}
 	}
-	if o.ArchiveBackend != "" && slices.Contains(archiveBackends(op), o.ArchiveBackend) {
-		c.ArchiveBackend = o.ArchiveBackend
-	}
+	effectiveArchive(op, o, &c)
 	return c
 }
 
@@ -244,13 +234,7 @@ func Reclamp(op Config, o Overrides) (Overrides, []string) {
 			notes = append(notes, fmt.Sprintf("unknown setting %q dropped", k))
 		}
 	}
-	if o.ArchiveBackend != "" {
-		if slices.Contains(archiveBackends(op), o.ArchiveBackend) {
-			out.ArchiveBackend = o.ArchiveBackend
-		} else {
-			notes = append(notes, fmt.Sprintf("%s %q dropped: not configured by the operator", SettingArchiveBackend, o.ArchiveBackend))
-		}
-	}
+	notes = append(notes, reclampArchive(op, o, &out)...)
 	if e := Effective(op, out); e.ExecTimeoutMS > e.ExecTimeoutMaxMS {
 		out.Ints[SettingExecTimeout] = e.ExecTimeoutMaxMS
 		notes = append(notes, fmt.Sprintf("%s lowered to %s %d", SettingExecTimeout, SettingExecTimeoutMax, e.ExecTimeoutMaxMS))
@@ -285,8 +269,7 @@ func SettingStates(def, op Config, o Overrides) []SettingState {
 		_, admin := o.Ints[s.key]
 		out = append(out, SettingState{Key: s.key, Value: s.get(eff), Cap: s.get(op), Source: src(admin, s.get(op) == s.get(def))})
 	}
-	out = append(out, SettingState{Key: SettingArchiveBackend, Value: eff.ArchiveBackend, Cap: strings.Join(archiveBackends(op), "|"),
-		Source: src(o.ArchiveBackend != "", op.ArchiveBackend == def.ArchiveBackend)})
+	out = append(out, archiveStates(def, op, o, src)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	for i := range out {
 		out[i].Value = RedactSetting(out[i].Key, out[i].Value)

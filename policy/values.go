@@ -168,6 +168,33 @@ func (v *idListValue) Set(s string) error {
 	return nil
 }
 
+// wordListValue is a comma-separated, repeatable list of words; like
+// idListValue, the first Set replaces what the environment gave.
+type wordListValue struct {
+	p   *[]string
+	set bool
+}
+
+func (v *wordListValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return strings.Join(*v.p, ",")
+}
+
+func (v *wordListValue) Set(s string) error {
+	if !v.set {
+		*v.p = nil
+		v.set = true
+	}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			*v.p = append(*v.p, f)
+		}
+	}
+	return nil
+}
+
 // durationValue is a Go duration ("90m", "720h") or a whole number of days
 // with a "d" suffix ("30d"), the unit retention settings are thought in.
 type durationValue time.Duration

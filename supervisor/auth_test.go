@@ -469,47 +469,97 @@ func TestFailKey(t *testing.T) {
 	}
 }
 
-// TestKeyCallersNotArchived: archives are keyed by uid, which API-key
-// callers lack; their keyed sessions are neither archived nor restored, so
-// one key can never restore another's workspace by reusing its session key.
-func TestKeyCallersNotArchived(t *testing.T) {
+// TestKeyCallersArchivedByIdentity (over TCP): an API-key caller's keyed
+// session is archived when it is reaped and restored when the same key
+// asks for the same session key again; another key naming the same
+// session key never gets it, nor does a Unix-socket uid caller.
+func TestKeyCallersArchivedByIdentity(t *testing.T) {
 	archives := t.TempDir()
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
-		ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := Caller{UID: -1, GID: -1, PID: -1, Key: "alice"}
-	bob := Caller{UID: -1, GID: -1, PID: -1, Key: "bob"}
-	s, err := st.Create(alice, nil, "shared-key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(st.WorkspaceDir(s), "secret.txt"), []byte("alice's"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Delete(s.ID, alice, "delete"); err != nil {
-		t.Fatal(err)
-	}
-	b, err := st.Create(bob, nil, "shared-key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Restored {
-		t.Fatal("bob's session was restored from an archive")
-	}
-	if _, err := os.Stat(filepath.Join(st.WorkspaceDir(b), "secret.txt")); err == nil {
-		t.Fatal("bob's workspace holds alice's file")
-	}
-	var tars []string
-	_ = filepath.WalkDir(archives, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			tars = append(tars, p)
+	var st *SessionStore
+	now := time.Now()
+	ts := startTCP(t, nil, func(s *Server) {
+		var err error
+		st, err = OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+			ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Sink: s.sink, Log: discardLog(),
+			Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		s.SetSessions(st)
 	})
-	if len(tars) != 0 {
-		t.Fatalf("archives written for a key caller: %v", tars)
+	create := func(bearer string) api.Session {
+		t.Helper()
+		code, b, _ := ts.req(t, "POST", "/v1/sessions", bearer, `{"key":"shared-key"}`)
+		var sess api.Session
+		if err := json.Unmarshal(b, &sess); err != nil || code != http.StatusCreated && code != http.StatusOK {
+			t.Fatalf("create: %d %s", code, b)
+		}
+		return sess
+	}
+	alice, bob := "Bearer "+keyAlice, "Bearer "+keyBob
+	a := create(alice)
+	if code, b, _ := ts.req(t, "PUT", "/v1/sessions/"+a.ID+"/files/secret.txt", alice, "alice's"); code/100 != 2 {
+		t.Fatalf("upload: %d %s", code, b)
+	}
+	now = now.Add(2 * time.Minute) // past the TTL: the reaper ends it
+	if n := st.ReapExpired(); n != 1 {
+		t.Fatalf("reaped %d sessions, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(archives, "kalice")); err != nil {
+		t.Fatalf("alice's archive is not under kalice/: %v", err)
+	}
+	// Bob names the same session key: a fresh workspace.
+	b := create(bob)
+	if b.Restored {
+		t.Fatal("bob's session was restored from alice's archive")
+	}
+	if code, body, _ := ts.req(t, "GET", "/v1/sessions/"+b.ID+"/files/secret.txt", bob, ""); code != http.StatusNotFound {
+		t.Fatalf("bob reads secret.txt: %d %s", code, body)
+	}
+	// A uid caller (the Unix socket) naming it gets nothing either.
+	u := ts.do("POST", "/v1/sessions", `{"key":"shared-key"}`)
+	var us api.Session
+	if err := json.Unmarshal(u.body, &us); err != nil || us.Restored {
+		t.Fatalf("the uid caller's session: %s (restored from a key's archive?)", u.body)
+	}
+	// Alice gets her files back.
+	a2 := create(alice)
+	if !a2.Restored {
+		t.Fatal("alice's session was not restored after its reaping")
+	}
+	code, body, _ := ts.req(t, "GET", "/v1/sessions/"+a2.ID+"/files/secret.txt", alice, "")
+	if code != http.StatusOK || string(body) != "alice's" {
+		t.Fatalf("alice reads secret.txt: %d %q", code, body)
+	}
+}
+
+// TestSettingsAdminKeyOverTCP: an API key marked admin in the keys file
+// (root:...:admin) may read and change the live settings over TCP; a plain
+// key is 403 for both, and the refusal names the key, not a uid.
+func TestSettingsAdminKeyOverTCP(t *testing.T) {
+	ts := startTCP(t, nil)
+	admin := "Bearer " + strings.Repeat("a", 40)
+	for _, c := range []struct {
+		name, key, method, body string
+		want                    int
+	}{
+		{"admin get", admin, http.MethodGet, "", http.StatusOK},
+		{"admin patch", admin, http.MethodPatch, `{"max_sessions":4}`, http.StatusOK},
+		{"plain get", "Bearer " + keyAlice, http.MethodGet, "", http.StatusForbidden},
+		{"plain patch", "Bearer " + keyBob, http.MethodPatch, `{"max_sessions":2}`, http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body, _ := ts.req(t, c.method, api.AdminSettingsPath, c.key, c.body)
+			if code != c.want {
+				t.Fatalf("%s %s: %d %s, want %d", c.method, api.AdminSettingsPath, code, body, c.want)
+			}
+			if code == http.StatusForbidden && !strings.Contains(string(body), "API key") {
+				t.Fatalf("403 does not name the key: %s", body)
+			}
+		})
+	}
+	if got := ts.srv.liveConfig().MaxSessions; got != 4 {
+		t.Fatalf("max_sessions after the admin key's patch: %d, want 4", got)
 	}
 }
 

@@ -243,6 +243,9 @@ func (s *Server) limitBodies(next http.Handler) http.Handler {
 // queueRefusal is the 429 for an exec the gate will not take.
 func (s *Server) queueRefusal(caller Caller, err error) *APIError {
 	if errors.Is(err, admission.ErrShareFull) {
+		s.metrics.mu.Lock()
+		s.metrics.queueShareRefused++
+		s.metrics.mu.Unlock()
 		return limitExceeded(fmt.Sprintf("%s already has execs waiting for a slot: %d waiting, its share of the queue (--max-queued-execs-per-caller); retry later",
 			caller.ID(), s.cfg.QueueShare()))
 	}

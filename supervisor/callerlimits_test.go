@@ -189,6 +189,44 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get(api.ExecIDHeader) == "" {
 		t.Fatalf("%d (exec id %q), want 429 with an exec id", resp.StatusCode, resp.Header.Get(api.ExecIDHeader))
 	}
+	if m := string(ts.do("GET", "/metrics", "").body); !strings.Contains(m, `sandboxd_caller_share_refusals_total{limit="exec_queue"} 1`+"\n") {
+		t.Fatalf("the queue-share refusal is not in /metrics:\n%s", m)
+	}
+}
+
+// TestSessionShareRefusalMetric: a create refused because the caller holds
+// its share of the sessions is counted under limit="sessions"; a create
+// refused by the global maximum is not.
+func TestSessionShareRefusalMetric(t *testing.T) {
+	var st *SessionStore
+	ts := startServer(t, testConfig(), nil, readyChecks(), func(s *Server) {
+		var err error
+		st, err = OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 2, MaxPerCaller: 1, TTLDefault: 60, TTLCap: 60,
+			SelfUID: os.Getuid(), Log: discardLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetSessions(st)
+	})
+	if r := ts.do("POST", "/v1/sessions", "{}"); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := ts.do("POST", "/v1/sessions", "{}"); r.status != 429 {
+		t.Fatalf("second create: %d %s, want 429", r.status, r.body)
+	}
+	if _, err := st.Create(Caller{UID: 4242}, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create(Caller{UID: 4343}, nil, ""); err == nil {
+		t.Fatal("a third session past --max-sessions")
+	}
+	m := string(ts.do("GET", "/metrics", "").body)
+	for _, want := range []string{`sandboxd_caller_share_refusals_total{limit="sessions"} 1`, `sandboxd_caller_share_refusals_total{limit="connections"} 0`,
+		`sandboxd_caller_share_refusals_total{limit="bodies"} 0`, `sandboxd_caller_share_refusals_total{limit="exec_queue"} 0`} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // TestRefusalsAuditedAtMostOncePerSecond: a burst of refused requests from
@@ -379,8 +417,8 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	if n, b := count(1001); b > 30<<10 || n != 2 {
 		t.Fatalf("uid 1001 keeps %d archives, %d bytes; want the 2 newest within 30 KiB", n, b)
 	}
-	pA := filepath.Join(archives, "u1001", archive.KeyFor(1001, "a").Name+".tar")
-	pD := filepath.Join(archives, "u1001", archive.KeyFor(1001, "d").Name+".tar")
+	pA := filepath.Join(archives, "u1001", archive.KeyFor("uid:1001", "a").Name+".tar")
+	pD := filepath.Join(archives, "u1001", archive.KeyFor("uid:1001", "d").Name+".tar")
 	if exists(pA) || !exists(pD) {
 		t.Fatalf("oldest-first: a kept %v, d kept %v", exists(pA), exists(pD))
 	}

@@ -46,6 +46,9 @@ type metrics struct {
 	auditOwn  uint64
 	auditSink counter
 	sessions  func() int
+	// queueShareRefused counts execs refused because their caller held its
+	// share of the exec queue (metrics_callers.go).
+	queueShareRefused uint64
 }
 
 func newMetrics(sink any) *metrics {

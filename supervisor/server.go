@@ -281,9 +281,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	s.limits.writeMetrics(w)
 	s.live.writeMetrics(w)
-	if s.sessions != nil && s.sessions.Archives() != nil {
-		s.sessions.Archives().WriteMetrics(w)
-	}
+	s.writeCallerRefusals(w)
+	s.live.arch.writeMetrics(w, s.sessions)
 }
 
 // archiveHealth is the archive check: "" (off), "ok", or "degraded: ..."

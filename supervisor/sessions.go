@@ -126,10 +126,13 @@ type SessionStore struct {
 	sessions map[string]*Session
 	metaDir  string
 	wsRoot   string
-	archives *archive.Observed // nil: archives off
-	// archivesOff is the admin's archive_backend "none" (settings.go):
-	// keyed sessions are neither restored nor archived while it is set.
-	archivesOff atomic.Bool
+	// archives is the archive store in force (nil: archives off). An
+	// admin switches it live (settings.go, archives.go); each create and
+	// delete reads it once, so one operation sees one store.
+	archives atomic.Pointer[archive.Observed]
+	// shareRefused counts creates refused because the caller held its
+	// share of the sessions (the caller-share refusal metric).
+	shareRefused atomic.Uint64
 }
 
 // OpenSessionStore loads every session persisted in the state directory.
@@ -143,13 +146,14 @@ func OpenSessionStore(cfg SessionConfig) (*SessionStore, error) {
 		cfg.Log = slog.Default()
 	}
 	st := &SessionStore{cfg: cfg, sessions: map[string]*Session{},
-		metaDir: filepath.Join(cfg.StateDir, "sessions"), wsRoot: filepath.Join(cfg.StateDir, "workspaces"), archives: cfg.Archives}
-	if st.archives == nil && cfg.ArchiveDir != "" {
+		metaDir: filepath.Join(cfg.StateDir, "sessions"), wsRoot: filepath.Join(cfg.StateDir, "workspaces")}
+	st.archives.Store(cfg.Archives)
+	if cfg.Archives == nil && cfg.ArchiveDir != "" {
 		l, err := archive.OpenLocal(cfg.ArchiveDir)
 		if err != nil {
 			return nil, err
 		}
-		st.archives = archive.Observe(l)
+		st.archives.Store(archive.Observe(l))
 	}
 	for _, d := range []string{st.metaDir, st.wsRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -277,7 +281,11 @@ func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
 
 // Archives is the archive store (nil: archives are off), for the health
 // check and the metrics.
-func (st *SessionStore) Archives() *archive.Observed { return st.archives }
+func (st *SessionStore) Archives() *archive.Observed { return st.archives.Load() }
+
+// setArchives makes a the store of the next creates and deletes (nil:
+// archives off); an archive or restore under way finishes on its store.
+func (st *SessionStore) setArchives(a *archive.Observed) { st.archives.Store(a) }
 
 // Create makes a session (and its workspace), restoring the key's archive
 // when there is one. A restore failure never fails the request.
@@ -305,6 +313,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 	}
 	if n := st.ownedLocked(caller.ID()); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
 		st.mu.Unlock()
+		st.shareRefused.Add(1)
 		// Class ResourceExhausted, as the global cap: 429 with
 		// Retry-After; errors.Is(err, ErrTooManySessions) holds too.
 		return nil, errdefs.New(errdefs.ErrResourceExhausted,
@@ -324,18 +333,10 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		return fail(fmt.Errorf("create workspace: %w", err))
 	}
 	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
-	if key != "" && st.archives != nil && caller.Key != "" {
-		// Archives are keyed by the owner's uid (package archive); an
-		// API-key caller has none (-1), and sharing one owner between
-		// keys would let one key restore another's workspace. Fail
-		// closed: a key caller's sessions are neither restored nor
-		// archived until archives are keyed by identity.
-		st.cfg.Log.Info("session key ignored for archives: the caller is an API key", "session", s.ID, "caller", caller.ID())
-	}
-	if key != "" && st.archives != nil && !st.archivesOff.Load() && caller.Key == "" {
+	if a := st.Archives(); key != "" && a != nil {
 		sum := sha256.Sum256([]byte(key))
 		facts["key_sha256"] = hex.EncodeToString(sum[:])
-		if err := st.restore(s, caller); err != nil {
+		if err := st.restore(a, s, caller); err != nil {
 			return fail(err)
 		}
 	}
@@ -351,15 +352,18 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 // The archive is verified (size and sha256) before a byte is written, and a
 // failed restore leaves the workspace empty: a restore failure never fails
 // the request, only a workspace that cannot be made again does.
-func (st *SessionStore) restore(s *Session, caller Caller) error {
-	k := archive.KeyFor(caller.UID, s.Key)
-	facts := map[string]any{"archive": st.archiveName(k), "backend": st.archives.Backend()}
+func (st *SessionStore) restore(a *archive.Observed, s *Session, caller Caller) error {
+	// Archives are keyed by the caller's identity (uid:<n> or key:<name>,
+	// package archive), the same identity that owns the session: one
+	// caller can never restore another's archive, whatever key it names.
+	k := archive.KeyFor(caller.ID(), s.Key)
+	facts := map[string]any{"archive": st.archiveName(k), "backend": a.Backend()}
 	ctx := context.Background() // the store bounds its own calls
-	r, err := st.archives.Get(ctx, k)
+	r, err := a.Get(ctx, k)
 	if err == nil {
 		// Retention counts from the last write or restore: an archive in
 		// use does not expire.
-		_ = st.archives.Touch(ctx, k)
+		_ = a.Touch(ctx, k)
 		facts["bytes"], facts["sha256"] = r.Info.Size, r.Info.SHA256
 		err = workspace.RestoreFrom(r, st.WorkspaceDir(s), st.cfg.QuotaBytes)
 		_ = r.Close()
@@ -368,7 +372,7 @@ func (st *SessionStore) restore(s *Session, caller Caller) error {
 	case archive.IsNotFound(err):
 		return nil
 	case err != nil:
-		st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "backend", st.archives.Backend(), "err", err)
+		st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "backend", a.Backend(), "err", err)
 		st.audit("session.restore", s, caller, false, err.Error(), facts)
 		_ = RemoveWorkspace(st.WorkspaceDir(s))
 		if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
@@ -384,18 +388,18 @@ func (st *SessionStore) restore(s *Session, caller Caller) error {
 // archiveName names an archive in audit records and logs: the backend's
 // relative name (u<uid>/<sha256>.tar), never a credential or endpoint.
 func (st *SessionStore) archiveName(k archive.Key) string {
-	return fmt.Sprintf("u%d/%s.tar", k.Owner, k.Name)
+	return archive.Name(k)
 }
 
 // archive stores s's workspace under its key (best effort: it never fails
 // the delete) and returns the bytes stored.
-func (st *SessionStore) archive(s *Session, caller Caller, facts map[string]any) {
-	k := archive.KeyFor(s.OwnerUID, s.Key)
-	rec := map[string]any{"archive": st.archiveName(k), "backend": st.archives.Backend()}
+func (st *SessionStore) archive(a *archive.Observed, s *Session, caller Caller, facts map[string]any) {
+	k := archive.KeyFor(s.owner(), s.Key)
+	rec := map[string]any{"archive": st.archiveName(k), "backend": a.Backend()}
 	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
 	var info archive.Info
 	if err == nil {
-		info, err = st.archives.Put(context.Background(), k, func(w io.Writer) (int64, error) {
+		info, err = a.Put(context.Background(), k, func(w io.Writer) (int64, error) {
 			return workspace.ArchiveTo(ws, w, st.cfg.ArchiveMaxBytes)
 		})
 		_ = ws.Close()
@@ -403,11 +407,11 @@ func (st *SessionStore) archive(s *Session, caller Caller, facts map[string]any)
 	if err != nil {
 		// Never fails the request: the delete goes on.
 		rec["max_bytes"] = st.cfg.ArchiveMaxBytes
-		st.cfg.Log.Warn("archive skipped", "session", s.ID, "backend", st.archives.Backend(), "err", err)
+		st.cfg.Log.Warn("archive skipped", "session", s.ID, "backend", a.Backend(), "err", err)
 		st.audit("session.archive", s, caller, false, err.Error(), rec)
 		return
 	}
-	st.trimArchives(s, caller)
+	st.trimArchives(a, s, caller)
 	facts["archive_bytes"] = info.Size
 	rec["bytes"], rec["sha256"] = info.Size, info.SHA256
 	st.audit("session.archive", s, caller, true, "", rec)
@@ -576,8 +580,8 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	st.stopKernels(s)
 
 	facts := map[string]any{"why": why}
-	if s.Key != "" && st.archives != nil && !st.archivesOff.Load() && !strings.HasPrefix(s.owner(), "key:") {
-		st.archive(s, caller, facts)
+	if a := st.Archives(); s.Key != "" && a != nil {
+		st.archive(a, s, caller, facts)
 	}
 	err := RemoveWorkspace(st.WorkspaceDir(s))
 	_ = os.Remove(filepath.Join(st.metaDir, s.ID+".json"))
@@ -594,14 +598,14 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 
 // trimArchives keeps the owner's archives within ArchiveCallerMaxBytes,
 // oldest removed first, each removal audited.
-func (st *SessionStore) trimArchives(s *Session, caller Caller) {
-	removed, err := archive.Trim(context.Background(), st.archives, s.OwnerUID, st.cfg.ArchiveCallerMaxBytes)
+func (st *SessionStore) trimArchives(a *archive.Observed, s *Session, caller Caller) {
+	removed, err := archive.Trim(context.Background(), a, s.owner(), st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
 		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size,
-			"why": "caller_budget", "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes, "backend": st.archives.Backend()})
+			"why": "caller_budget", "owner": s.owner(), "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes, "backend": a.Backend()})
 	}
 	if err != nil {
-		st.cfg.Log.Error("archive budget", "owner_uid", s.OwnerUID, "err", err)
+		st.cfg.Log.Error("archive budget", "owner", s.owner(), "err", err)
 	}
 }
 
@@ -609,16 +613,17 @@ func (st *SessionStore) trimArchives(s *Session, caller Caller) {
 // then periodically, from RunReaper); each removal is audited. It returns
 // how many it removed.
 func (st *SessionStore) ExpireArchives() int {
-	if st.archives == nil || st.cfg.ArchiveRetention <= 0 {
+	a := st.Archives()
+	if a == nil || st.cfg.ArchiveRetention <= 0 {
 		return 0
 	}
-	removed, err := archive.Expire(context.Background(), st.archives, st.cfg.ArchiveRetention, st.cfg.Now())
+	removed, err := archive.Expire(context.Background(), a, st.cfg.ArchiveRetention, st.cfg.Now())
 	for _, r := range removed {
 		if st.cfg.Sink == nil {
 			break
 		}
 		rec := audit.Record{ExecID: newExecID(), Step: "archive.expire", Source: "supervisor", CallerUID: st.cfg.SelfUID, CallerGID: -1,
-			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size, "backend": st.archives.Backend(),
+			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size, "backend": a.Backend(),
 				"last_used": r.ModTime.UTC(), "retention_seconds": int64(st.cfg.ArchiveRetention.Seconds())}}
 		if err := st.cfg.Sink.Write(rec); err != nil {
 			st.cfg.Log.Error("audit write failed", "step", rec.Step, "err", err)

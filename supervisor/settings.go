@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/policy"
@@ -41,6 +43,7 @@ type liveSettings struct {
 
 	mu      sync.Mutex // serialises changes; readers use eff
 	ov      policy.Overrides
+	arch    archiveSwitch // the archive store of the archive settings
 	eff     atomic.Pointer[policy.Config]
 	changes atomic.Uint64
 }
@@ -81,17 +84,22 @@ func (s *Server) LoadSettings(stateDir string) error {
 	for _, n := range notes {
 		s.log.Warn("admin setting re-clamped at start", "change", n)
 	}
-	l.ov = ov
-	s.applyLive(policy.Effective(l.op, ov))
-	s.log.Info("admin settings loaded", "path", l.path, "overrides", len(ov.Ints)+btoi(ov.ArchiveBackend != ""))
-	return nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
+	eff := policy.Effective(l.op, ov)
+	// The admin's archive store is opened now: one that cannot be (the
+	// operator removed the S3 credentials) stops the start, as the
+	// operator's own would, rather than archiving where the admin did not
+	// choose.
+	o, changed, err := l.arch.prepare(l.op, eff, s.sessions)
+	if err != nil {
+		return fmt.Errorf("admin settings %s: %w (reset archive_backend or fix the operator's S3 configuration)", l.path, err)
 	}
-	return 0
+	l.ov = ov
+	if changed {
+		l.arch.commit(eff, o, s.sessions)
+	}
+	s.applyLive(eff)
+	s.log.Info("admin settings loaded", "path", l.path, "overrides", ov.Count(), "archive_backend", eff.ArchiveBackend)
+	return nil
 }
 
 // applyLive makes eff the configuration of new execs and sessions: the
@@ -112,7 +120,6 @@ func (st *SessionStore) setLive(eff policy.Config) {
 	st.cfg.MaxSessions = eff.MaxSessions
 	st.cfg.MaxPerCaller = eff.SessionShare()
 	st.cfg.TTLDefault = eff.IdleTTLSeconds
-	st.archivesOff.Store(eff.ArchiveBackend == "none")
 }
 
 func (s *Server) settingsRoutes(mux *http.ServeMux) {
@@ -121,10 +128,15 @@ func (s *Server) settingsRoutes(mux *http.ServeMux) {
 	mux.Handle(api.AdminSettingsPath, methodNotAllowedHandler("GET, HEAD, PATCH"))
 }
 
-// isAdmin: root, the supervisor's own uid, and --admin-uid. Being allowed
-// to use the API (--allow-uid/--allow-gid) is not enough.
+// isAdmin: root, the supervisor's own uid, --admin-uid, and an API key
+// marked admin in the keys file (name:key:admin). Being allowed to use the
+// API (--allow-uid/--allow-gid, a plain key) is not enough. A key caller is
+// judged by its key alone: its UID is -1, never a uid of the host.
 func (s *Server) isAdmin(c Caller) bool {
-	return c.UID == 0 || c.UID == s.selfUID || slices.Contains(s.cfg.AdminUIDs, c.UID)
+	if c.Key != "" {
+		return c.Admin
+	}
+	return c.UID >= 0 && (c.UID == 0 || c.UID == s.selfUID || slices.Contains(s.cfg.AdminUIDs, c.UID))
 }
 
 func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
@@ -135,6 +147,9 @@ func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		msg := fmt.Sprintf("uid %d is not an admin; the operator can make it one with --admin-uid", caller.UID)
+		if caller.Key != "" {
+			msg = fmt.Sprintf("API key %q is not an admin; the operator can mark it name:key:admin in the keys file", caller.Key)
+		}
 		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, apiErr(api.CodeForbidden, msg),
 			map[string]any{"method": r.Method, "path": r.URL.Path}))
 		writeError(w, apiErr(api.CodeForbidden, msg))
@@ -149,6 +164,15 @@ func (s *Server) settingsView() api.Settings {
 	for _, st := range policy.SettingStates(s.live.def, s.live.op, ov) {
 		out.Settings = append(out.Settings, api.Setting{Key: st.Key, Value: st.Value, Cap: st.Cap, Source: st.Source})
 	}
+	// The credentials: only whether the operator's file or environment
+	// holds them, never a byte of them (policy.RedactSetting).
+	var cred any
+	if archive.HasCredentials(s.live.op.S3CredentialsFile) {
+		cred = "set"
+	}
+	out.Settings = append(out.Settings, api.Setting{Key: policy.SettingS3Credentials,
+		Value: policy.RedactSetting(policy.SettingS3Credentials, cred), Cap: "operator only", Source: policy.SourceFlag})
+	sort.Slice(out.Settings, func(i, j int) bool { return out.Settings[i].Key < out.Settings[j].Key })
 	return out
 }
 
@@ -185,6 +209,11 @@ func (s *Server) changeSettings(caller Caller, body []byte) error {
 	}
 	oldEff, newEff := policy.Effective(l.op, l.ov), policy.Effective(l.op, next)
 	diff := settingsDiff(l.def, l.op, l.ov, next)
+	store, archChanged, err := l.arch.prepare(l.op, newEff, s.sessions)
+	if err != nil {
+		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, toAPI(err), map[string]any{"changes": diff}))
+		return err
+	}
 	if err := l.persist(next); err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "the settings cannot be persisted, so nothing was changed", "see the supervisor log", err)
 	}
@@ -198,8 +227,11 @@ func (s *Server) changeSettings(caller Caller, body []byte) error {
 	}
 	l.ov = next
 	l.changes.Add(1)
+	if archChanged {
+		l.arch.commit(newEff, store, s.sessions)
+	}
 	s.applyLive(newEff)
-	s.log.Info("admin settings changed", "caller_uid", caller.UID, "changes", diff,
+	s.log.Info("admin settings changed", "caller", caller.ID(), "changes", diff,
 		"exec_timeout_ms", newEff.ExecTimeoutMS, "was", oldEff.ExecTimeoutMS)
 	return nil
 }

@@ -7,13 +7,16 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/sandboxd/sandboxd/client"
 )
 
 // cmdAdminSettings is `sandboxctl admin settings get|set KEY=VALUE...`:
-// the live admin settings of a running supervisor. VALUE is an integer, a
-// word (archive_backend) or "default" (back to the operator's value).
+// the live admin settings of a running supervisor. KEY is the API's name,
+// or the same with dots (archive.backend, archive.s3.endpoint); VALUE is an
+// integer, text for the archive settings (true or false for
+// archive.s3.path_style) or "default" (back to the operator's value).
 func cmdAdminSettings(ctx context.Context, args []string, sio stdio, lookupEnv func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("admin settings", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -39,9 +42,13 @@ func cmdAdminSettings(ctx context.Context, args []string, sio stdio, lookupEnv f
 	if err != nil {
 		return fail(sio.err, err)
 	}
-	fmt.Fprintf(sio.out, "%-22s %-12s %-12s %s\n", "SETTING", "VALUE", "CAP", "SOURCE")
+	tw := tabwriter.NewWriter(sio.out, 12, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", "SETTING", "VALUE", "CAP", "SOURCE")
 	for _, x := range s.Settings {
-		fmt.Fprintf(sio.out, "%-22s %-12v %-12v %s\n", x.Key, x.Value, x.Cap, x.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", termSafe(x.Key), termSafe(fmt.Sprint(x.Value)), termSafe(fmt.Sprint(x.Cap)), termSafe(x.Source))
+	}
+	if err := tw.Flush(); err != nil {
+		return fail(sio.err, err)
 	}
 	return exitOK
 }
@@ -55,12 +62,21 @@ func parseSettingArgs(args []string) (map[string]any, error) {
 		if !ok || k == "" || v == "" {
 			return nil, fmt.Errorf("%q: want KEY=VALUE", a)
 		}
+		k = strings.ReplaceAll(k, ".", "_") // archive.s3.bucket is archive_s3_bucket
 		if _, dup := patch[k]; dup {
 			return nil, fmt.Errorf("%q given twice", k)
 		}
 		switch n, err := strconv.ParseInt(v, 10, 64); {
 		case v == "default":
 			patch[k] = nil
+		case k == "archive_s3_path_style":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("%q: want true or false", a)
+			}
+			patch[k] = b
+		case strings.HasPrefix(k, "archive_"):
+			patch[k] = v // a bucket or a region may be all digits
 		case err == nil:
 			patch[k] = n
 		default:

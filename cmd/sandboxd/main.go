@@ -326,27 +326,16 @@ func removeStaleWorkspaces(dir string, sessions *supervisor.SessionStore, log *s
 // none). The S3 backend is not contacted here: S3 down at start makes
 // archives degraded, never the supervisor down.
 func openArchives(cfg policy.Config, log *slog.Logger) (*archive.Observed, error) {
-	var st archive.Store
-	switch cfg.ArchiveBackend {
-	case archive.BackendNone:
+	st, err := supervisor.OpenArchiveStore(cfg)
+	switch {
+	case err != nil:
+		return nil, err
+	case st == nil:
 		log.Info("archives off (--archive-backend none)")
 		return nil, nil
-	case archive.BackendS3:
-		s3, err := archive.OpenS3(context.Background(), archive.S3Config{
-			Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, Region: cfg.S3Region, Prefix: cfg.S3Prefix,
-			CredentialsFile: cfg.S3CredentialsFile, SpoolDir: filepath.Join(cfg.ArchiveLocalDir(), "spool"), Timeout: cfg.S3Timeout,
-		})
-		if err != nil {
-			return nil, err
-		}
-		st = s3
-		log.Info("archives in S3", "endpoint", cfg.S3Endpoint, "bucket", cfg.S3Bucket, "prefix", cfg.S3Prefix, "region", cfg.S3Region)
+	case cfg.ArchiveBackend == archive.BackendS3:
+		log.Info("archives in S3", "endpoint", cfg.S3Endpoint, "bucket", cfg.S3Bucket, "prefix", cfg.S3Prefix, "region", cfg.S3Region, "path_style", cfg.S3PathStyle)
 	default:
-		l, err := archive.OpenLocal(cfg.ArchiveLocalDir())
-		if err != nil {
-			return nil, err
-		}
-		st = l
 		log.Info("archives in a local directory", "dir", cfg.ArchiveLocalDir())
 	}
 	return archive.Observe(st), nil

@@ -65,7 +65,37 @@ func check(file, profile, name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return checkService(svc, dir, profile), nil
+	bad := checkService(svc, dir, profile)
+	// Every other service too: a recipe that switches seccomp or AppArmor
+	// off for a neighbour (privileged turns both off) breaks the
+	// clusters' "no unconfined" policies just the same.
+	for _, other := range p.Services {
+		if other.Name == name {
+			continue
+		}
+		for _, u := range unconfinedOpts(other) {
+			bad = append(bad, fmt.Sprintf("service %s: %s: never unconfined", other.Name, u))
+		}
+	}
+	return bad, nil
+}
+
+// unconfinedOpts lists the settings of s that turn seccomp or AppArmor off.
+func unconfinedOpts(s types.ServiceConfig) []string {
+	var out []string
+	for _, o := range s.SecurityOpt {
+		k, v, _ := strings.Cut(o, "=")
+		if !strings.Contains(o, "=") {
+			k, v, _ = strings.Cut(o, ":")
+		}
+		if (k == "seccomp" || k == "apparmor") && strings.EqualFold(strings.TrimSpace(v), "unconfined") {
+			out = append(out, "security_opt "+o)
+		}
+	}
+	if s.Privileged {
+		out = append(out, "privileged: true (no seccomp, no AppArmor)")
+	}
+	return out
 }
 
 func checkService(s types.ServiceConfig, dir, profile string) []string {
