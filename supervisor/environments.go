@@ -156,11 +156,18 @@ func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// setEnvironment records a new session's default environment.
-func (st *SessionStore) setEnvironment(s *Session, name string) {
+// setEnvironment records a new session's default environment and
+// persists it before the session is answered: a supervisor killed before
+// the session's first exec must recover it with its environment (the
+// metadata Create wrote does not have it yet).
+func (st *SessionStore) setEnvironment(s *Session, name string) error {
+	if name == "" {
+		return nil
+	}
 	st.mu.Lock()
 	s.Environment = name
 	st.mu.Unlock()
+	return st.persist(s)
 }
 
 // environmentOf reads a session's default environment.
