@@ -2,18 +2,22 @@ package integration
 
 import (
 	"archive/zip"
-	"encoding/json"
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // wheel writes a minimal pure-Python wheel of name==version into dir and
@@ -169,9 +173,20 @@ const isNumberIntegrity = "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8
 // registry), gives the same digest twice, a wrong integrity fails it, a
 // registry off the operator's allowlist is refused, and an exec in the
 // environment requires the pinned version.
+//
+// On this build host registry.npmjs.org resolves to 203.0.113.80, a
+// TEST-NET-3 address that the proxy rightly refuses as not public. So the
+// test-only resolver maps the name to 127.0.0.23 (a TESTONLY public
+// loopback), where a plain TCP relay forwards to the address the host's
+// own resolver gives: npm still talks TLS end to end with the real
+// registry, and every byte still passes the proxy's allowlist and SNI
+// check.
 func TestEnvironmentBuildJavaScript(t *testing.T) {
-	s, _ := envInstallationWith(t, supervisorOpts{extra: []string{"--egress-allow", "registry.npmjs.org,example.org", "--egress-allow-uid", "0"}})
-	in := s.in
+	in := setup(t)
+	relay := registryRelay(t, "127.0.0.23:443", "registry.npmjs.org:443")
+	s, _ := envInstallationWith(t, supervisorOpts{bin: testonlySupervisor(t, in),
+		extra: []string{"--egress-allow", "registry.npmjs.org,example.org", "--egress-allow-uid", "0"},
+		env:   []string{"TESTONLY_EGRESS_RESOLVE=registry.npmjs.org=127.0.0.23,example.org=127.0.0.23", "TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.23"}})
 	lock := filepath.Join(t.TempDir(), "package-lock.json")
 	write := func(integrity string) {
 		if err := os.WriteFile(lock, []byte(isNumberLock(integrity)), 0o644); err != nil {
@@ -230,6 +245,9 @@ func TestEnvironmentBuildJavaScript(t *testing.T) {
 		t.Fatalf("a registry off the allowlist: %v\n%s", err, out)
 	}
 
+	if relay.Load() == 0 {
+		t.Fatal("the build never went through the relay")
+	}
 	s.stop()
 	s2 := in.startSupervisor(t, supervisorOpts{helper: "nsinit-envs", extra: []string{"--helper-config", in.path("etc/nsinit-envs.json")}})
 	r := s2.exec(map[string]any{"language": "javascript", "environment": "jsenv",
@@ -237,4 +255,53 @@ func TestEnvironmentBuildJavaScript(t *testing.T) {
 	if !strings.HasPrefix(r.Stdout, "7.0.0 true /opt/sandboxd/env/jsenv/node_modules/is-number/") || r.Policy.Environment == nil || r.Policy.Environment.Digest != d1[1] {
 		t.Fatalf("exec in jsenv: %+v", r)
 	}
+}
+
+// testonlySupervisor builds the supervisor with the sandboxd_testonly tag
+// (the only build that honours the TESTONLY switches) once and returns its
+// path below the prefix.
+func testonlySupervisor(t *testing.T, in *installation) string {
+	t.Helper()
+	const rel = "bin/sandboxd-testonly"
+	if _, err := os.Stat(in.path(rel)); err != nil {
+		cmd := exec.Command("go", "build", "-tags", "sandboxd_testonly", "-o", in.path(rel), "./cmd/sandboxd")
+		cmd.Dir = in.repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build the test-only supervisor: %v\n%s", err, out)
+		}
+	}
+	return rel
+}
+
+// registryRelay listens on addr and copies every connection, unread, to
+// target (dialled by name, with the host's resolver). It counts the
+// connections.
+func registryRelay(t *testing.T, addr, target string) *atomic.Int64 {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			go func() {
+				defer c.Close()
+				u, err := net.DialTimeout("tcp", target, 10*time.Second)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c); u.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	return &n
 }

@@ -32,7 +32,9 @@ const EnvironmentBuildPath = "/v1/environments/build"
 // The result is tarred with fixed owners, modes and times and no
 // byte-code, so two builds of one lock give the same bytes; only files and
 // directories travel (npm's node_modules/.bin links are left out: an
-// environment is required, not run from a PATH).
+// environment is required, not run from a PATH). npm does not retry: a
+// tarball that fails its integrity check would otherwise be fetched again
+// with back-off for minutes before the build fails.
 const envBuildScript = `import json, os, subprocess, sys, tarfile
 cfg = json.load(open("/workspace/build.json"))
 ca = ["--cert", "/workspace/ca.pem"] if cfg.get("ca") else []
@@ -44,7 +46,7 @@ if cfg["language"] == "python":
         "--target", "/workspace/out", "-r", "/workspace/lock/requirements.txt"] + src + ca
 else:
     env.update(npm_config_cache="/tmp/npm-cache", npm_config_update_notifier="false", npm_config_fund="false",
-        npm_config_audit="false", npm_config_loglevel="warn")
+        npm_config_audit="false", npm_config_loglevel="warn", npm_config_fetch_retries="0")
     if cfg.get("ca"):
         env["NODE_EXTRA_CA_CERTS"] = "/workspace/ca.pem"
     cmd = ["npm", "ci", "--registry", cfg["registry"]]
