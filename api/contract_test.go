@@ -418,7 +418,7 @@ var bodyTypes = []reflect.Type{
 	reflect.TypeFor[SessionCreateRequest](), reflect.TypeFor[Session](), reflect.TypeFor[SessionList](),
 	reflect.TypeFor[FileList](), reflect.TypeFor[Uploaded](), reflect.TypeFor[ErrorBody](),
 	reflect.TypeFor[Settings](), reflect.TypeFor[SettingsPatch](),
-	reflect.TypeFor[EnvironmentList](),
+	reflect.TypeFor[EnvironmentList](), reflect.TypeFor[EnvironmentBuildRequest](),
 }
 
 // TestAPIMDExamples: every ```json block of docs/API.md is a body: it
