@@ -105,6 +105,12 @@ func cmdEnvBuild(ctx context.Context, args []string, sio stdio, lookupEnv func(s
 	if err != nil {
 		return usage(sio.err, "env build: %v\n%s", err, envUsage)
 	}
+	if os.Geteuid() != 0 {
+		// Checked first: the build takes minutes, and only root can then
+		// write the root-owned tree and the helper config.
+		fmt.Fprintln(sio.err, "sandboxctl: env build: run it as root (it installs a root-owned tree and edits the helper config)")
+		return exitUsage
+	}
 	req, pkgs, err := envBuildRequest(name, f)
 	if err != nil {
 		fmt.Fprintln(sio.err, "sandboxctl: env build:", err)
