@@ -115,7 +115,8 @@ func TestRuntimeInstallsInSession(t *testing.T) {
 		}
 		return r
 	}
-	// Egress is for process-mode execs (kernels have no relay).
+	// Process mode: each exec a fresh interpreter, which is what shows the
+	// install persists in the workspace rather than in a kernel's memory.
 	ok(s.sessionExec(t, sess.ID, map[string]any{"language": "python", "timeout_ms": 60000, "mode": "process",
 		"files": []map[string]any{{"path": "ca.pem", "content_base64": base64.StdEncoding.EncodeToString(n.caPEM)}},
 		"code": fmt.Sprintf(`import subprocess, sys
