@@ -880,6 +880,7 @@ var routes = []string{
 	"/metrics",
 	"/v1/admin/settings",
 	"/v1/environments",
+	"/v1/environments/build",
 	"/v1/exec",
 	"/v1/health",
 	"/v1/sessions",
