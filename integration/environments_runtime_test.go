@@ -164,3 +164,39 @@ func TestSessionEnvironmentSurvivesRestart(t *testing.T) {
 		t.Fatalf("the session's exec ran in %+v, not minimal (the python default is python-datascience)", r.Policy.Environment)
 	}
 }
+
+// TestSessionKernelEnvironment: a session's kernel runs in the session's
+// environment and its results attest it; an exec asking the running
+// kernel for another environment is refused (409), not run in the wrong
+// one; a restarted kernel starts in the session's environment again; the
+// session's python default does not refuse its javascript execs.
+func TestSessionKernelEnvironment(t *testing.T) {
+	s, _ := envInstallation(t)
+	sess := s.createSession(t, map[string]any{"environment": "minimal"})
+	t.Cleanup(func() { s.do("DELETE", "/v1/sessions/"+sess.ID, nil) })
+	probe := "import os; print(os.environ.get('MPLCONFIGDIR'))"
+	inKernel := func(want string) {
+		t.Helper()
+		r := s.sessionExec(t, sess.ID, py(probe))
+		if r.Kernel == nil || r.Stdout != "None\n" || r.Policy.Environment == nil || r.Policy.Environment.Name != want {
+			t.Fatalf("kernel exec: kernel %+v, stdout %q, environment %+v", r.Kernel, r.Stdout, r.Policy.Environment)
+		}
+	}
+	inKernel("minimal")
+	req := py(probe)
+	req["environment"] = "python-datascience"
+	if status, body := s.do("POST", "/v1/sessions/"+sess.ID+"/exec", req); status != 409 || !strings.Contains(string(body), `kernel runs in environment \"minimal\"`) {
+		t.Fatalf("another environment in the running kernel: %d %s", status, body)
+	}
+	req["mode"] = "process"
+	if r := s.sessionExec(t, sess.ID, req); r.Stdout != "/tmp/matplotlib\n" || r.Policy.Environment == nil || r.Policy.Environment.Name != "python-datascience" {
+		t.Fatalf("process exec in python-datascience: %q %+v", r.Stdout, r.Policy.Environment)
+	}
+	if status, body := s.do("POST", "/v1/sessions/"+sess.ID+"/kernels/python/restart", nil); status != 200 {
+		t.Fatalf("restart: %d %s", status, body)
+	}
+	inKernel("minimal")
+	if r := s.sessionExec(t, sess.ID, map[string]any{"language": "javascript", "code": "console.log(1)"}); r.Stdout != "1\n" || r.Policy.Environment != nil {
+		t.Fatalf("javascript in a session with a python default: %+v", r)
+	}
+}

@@ -198,3 +198,45 @@ func (s *Server) environmentHealth() []api.EnvironmentHealth {
 	}
 	return out
 }
+
+// kernelEnvironmentConflict refuses an exec whose environment is not the
+// one the session's running kernel of its language was launched in: the
+// kernel cannot change environment, and running the exec there would
+// silently give it other packages than it asked for. (A kernel that has
+// ended is replaced by one in the exec's environment.)
+func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) error {
+	k, _ := s.sessions.kernel(sess, req.Runtime)
+	if k == nil || !k.alive() || k.environment == req.Environment {
+		return nil
+	}
+	name := func(e string) string {
+		if e == "" {
+			return "no environment"
+		}
+		return fmt.Sprintf("environment %q", e)
+	}
+	return errdefs.New(errdefs.ErrConflict,
+		fmt.Sprintf("the session's %s kernel runs in %s; this exec asks for %s", req.Runtime, name(k.environment), name(req.Environment)),
+		fmt.Sprintf(`send "mode": "process", or restart the kernel (POST /v1/sessions/%s/kernels/%s/restart starts it in the session's environment)`, sess.ID, req.Runtime), nil)
+}
+
+// sessionKernelEnvironment is the environment a restarted kernel of
+// language starts in: the session's default if it is of that language,
+// else the language's default (policy.ResolveEnvironment with no request).
+func (s *Server) sessionKernelEnvironment(sess *Session, language string) string {
+	e, err := policy.ResolveEnvironment("", s.sessions.environmentOf(sess), language, s.cfg.Environments)
+	if err != nil {
+		return ""
+	}
+	return e.Name
+}
+
+// environmentRef attests a kernel exec's environment: the kernel's, as
+// the helper checked it when the kernel was launched.
+func (s *Server) environmentRef(name string) *api.EnvironmentRef {
+	if name == "" {
+		return nil
+	}
+	e, _ := s.cfg.Environments.Lookup(name)
+	return &api.EnvironmentRef{Name: name, Digest: e.Digest}
+}
