@@ -340,6 +340,30 @@ type Environment struct {
 	Default  bool      `json:"default"`
 }
 
+// EnvironmentBuildRequest is the body of POST /v1/environments/build (root
+// only): build a pinned environment from a lock inside a sandbox. The
+// answer is the build exec's ExecResult, whose one artifact, env.tar, is
+// the tree (every entry root-owned, mtime 0); the caller (sandboxctl env
+// build, as root) unpacks, hashes and registers it.
+type EnvironmentBuildRequest struct {
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	// Lock is requirements.txt (exact pins with sha256 hashes) for python,
+	// package-lock.json (lockfileVersion 2 or 3) for javascript.
+	Lock string `json:"lock"`
+	// Index is a PEP 503 index URL (python; https); Files, the wheels to
+	// install from instead (no network). Exactly one of the two.
+	Index string     `json:"index,omitempty"`
+	Files []ExecFile `json:"files,omitempty"`
+	// Registry is the npm registry URL (javascript; https; default
+	// https://registry.npmjs.org/).
+	Registry string `json:"registry,omitempty"`
+	// CAPEM is extra PEM certificates the build trusts for the index or
+	// registry (a private one).
+	CAPEM     string `json:"ca_pem,omitempty"`
+	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+}
+
 // EnvironmentList is the body of GET /v1/environments, by name.
 type EnvironmentList struct {
 	Environments []Environment `json:"environments"`

@@ -21,6 +21,13 @@ import (
 // starts a supervisor on it. It returns the supervisor and the tree.
 func envInstallation(t *testing.T) (*supervisor, string) {
 	t.Helper()
+	return envInstallationWith(t, supervisorOpts{})
+}
+
+// envInstallationWith is envInstallation with more supervisor options (the
+// helper and its config are the environments' own).
+func envInstallationWith(t *testing.T, o supervisorOpts) (*supervisor, string) {
+	t.Helper()
 	in := setup(t)
 	cfgPath := in.path("etc/nsinit-envs.json")
 	if err := writeJSON(cfgPath, in.helperConfig()); err != nil {
@@ -34,7 +41,8 @@ func envInstallation(t *testing.T) (*supervisor, string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("environments.sh: %v\n%s", err, out)
 	}
-	s := in.startSupervisor(t, supervisorOpts{helper: "nsinit-envs", extra: []string{"--helper-config", cfgPath}})
+	o.helper, o.extra = "nsinit-envs", append(o.extra, "--helper-config", cfgPath)
+	s := in.startSupervisor(t, o)
 	return s, in.path("lib/sandboxd/env/python-datascience")
 }
 

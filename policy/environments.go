@@ -48,13 +48,19 @@ func (e Environments) names(language string) string {
 }
 
 // ResolveEnvironment picks the environment of an exec: the request's, else
-// the session's default, else the language's default; "" when none of them
+// the session's default (when it is of the exec's language), else the
+// language's default; "" when none of them
 // names one. A name that is not configured, or is for another language, is
 // the caller's error (400).
 func ResolveEnvironment(requested, sessionDefault, language string, envs Environments) (api.Environment, error) {
 	name := requested
 	if name == "" {
-		name = sessionDefault
+		// A session's default is for its execs of that environment's
+		// language: a python default must not refuse the session's
+		// javascript execs.
+		if e, ok := envs.Lookup(sessionDefault); !ok || e.Language == language {
+			name = sessionDefault
+		}
 	}
 	if name == "" {
 		d, _ := envs.Default(language)

@@ -27,6 +27,10 @@ func TestDecideEnvironment(t *testing.T) {
 		{"other language", "python", "node-min", "", Environments{ds, node}, "", `environment "node-min" is for javascript, not python`},
 		{"unknown session default", "python", "", "gone", Environments{ds}, "", `environment "gone" is not configured`},
 		{"none configured", "python", "x", "", nil, "", "none are configured for python"},
+		// A session's default is for execs of its language; the session's
+		// javascript execs get javascript's default.
+		{"session default of another language", "javascript", "", "minimal", Environments{ds, minimal, node}, "", ""},
+		{"session default of another language, a javascript default", "javascript", "", "minimal", Environments{ds, minimal, {Name: "node-min", Language: "javascript", Digest: "sha256:cc", Default: true}}, "node-min", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

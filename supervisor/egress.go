@@ -77,7 +77,7 @@ func (s *Server) startEgress(ctx context.Context, execID string, caller Caller, 
 	if err != nil {
 		return nil, err
 	}
-	run := &egressRun{exec: s.egress.proxy.NewExec(execID, s.egressReport(execID, caller, log)), dir: dir, done: make(chan struct{})}
+	run := &egressRun{exec: s.egressProxyFor(ctx).NewExec(execID, s.egressReport(execID, caller, log)), dir: dir, done: make(chan struct{})}
 	// ctx is the exec's: its timeout and its cancellation end the proxy.
 	pctx, cancel := context.WithCancel(ctx)
 	run.cancel = cancel

@@ -156,11 +156,18 @@ func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// setEnvironment records a new session's default environment.
-func (st *SessionStore) setEnvironment(s *Session, name string) {
+// setEnvironment records a new session's default environment and
+// persists it before the session is answered: a supervisor killed before
+// the session's first exec must recover it with its environment (the
+// metadata Create wrote does not have it yet).
+func (st *SessionStore) setEnvironment(s *Session, name string) error {
+	if name == "" {
+		return nil
+	}
 	st.mu.Lock()
 	s.Environment = name
 	st.mu.Unlock()
+	return st.persist(s)
 }
 
 // environmentOf reads a session's default environment.
@@ -190,4 +197,46 @@ func (s *Server) environmentHealth() []api.EnvironmentHealth {
 		out = append(out, api.EnvironmentHealth{Name: e.Name, Digest: e.Digest, Status: st})
 	}
 	return out
+}
+
+// kernelEnvironmentConflict refuses an exec whose environment is not the
+// one the session's running kernel of its language was launched in: the
+// kernel cannot change environment, and running the exec there would
+// silently give it other packages than it asked for. (A kernel that has
+// ended is replaced by one in the exec's environment.)
+func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) error {
+	k, _ := s.sessions.kernel(sess, req.Runtime)
+	if k == nil || !k.alive() || k.environment == req.Environment {
+		return nil
+	}
+	name := func(e string) string {
+		if e == "" {
+			return "no environment"
+		}
+		return fmt.Sprintf("environment %q", e)
+	}
+	return errdefs.New(errdefs.ErrConflict,
+		fmt.Sprintf("the session's %s kernel runs in %s; this exec asks for %s", req.Runtime, name(k.environment), name(req.Environment)),
+		fmt.Sprintf(`send "mode": "process", or restart the kernel (POST /v1/sessions/%s/kernels/%s/restart starts it in the session's environment)`, sess.ID, req.Runtime), nil)
+}
+
+// sessionKernelEnvironment is the environment a restarted kernel of
+// language starts in: the session's default if it is of that language,
+// else the language's default (policy.ResolveEnvironment with no request).
+func (s *Server) sessionKernelEnvironment(sess *Session, language string) string {
+	e, err := policy.ResolveEnvironment("", s.sessions.environmentOf(sess), language, s.cfg.Environments)
+	if err != nil {
+		return ""
+	}
+	return e.Name
+}
+
+// environmentRef attests a kernel exec's environment: the kernel's, as
+// the helper checked it when the kernel was launched.
+func (s *Server) environmentRef(name string) *api.EnvironmentRef {
+	if name == "" {
+		return nil
+	}
+	e, _ := s.cfg.Environments.Lookup(name)
+	return &api.EnvironmentRef{Name: name, Digest: e.Digest}
 }

@@ -127,3 +127,30 @@ func TestSessionDefaultEnvironment(t *testing.T) {
 		t.Fatalf("environments %v", got)
 	}
 }
+
+// A session's default environment is in its persisted metadata from the
+// moment it is created: a supervisor killed before the session's first
+// exec recovers it with the environment (reopening the store from the
+// state directory is what a restarted supervisor does).
+func TestSessionEnvironmentPersisted(t *testing.T) {
+	cfg := testConfig()
+	cfg.Environments = Catalog([]config.Environment{{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest}})
+	dir := t.TempDir()
+	open := func() *SessionStore {
+		st, err := OpenSessionStore(SessionConfig{StateDir: dir, MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	ts := startServer(t, cfg, nil, readyChecks(), func(s *Server) { s.SetSessions(open()) })
+	r := ts.do("POST", "/v1/sessions", `{"environment":"minimal"}`)
+	var sess api.Session
+	if err := json.Unmarshal(r.body, &sess); r.status != 201 || err != nil {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	again, err := open().Get(sess.ID, Caller{UID: os.Getuid(), GID: os.Getgid()})
+	if err != nil || again.Environment != "minimal" {
+		t.Fatalf("recovered session: %+v (%v), want environment minimal", again, err)
+	}
+}

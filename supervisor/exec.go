@@ -87,7 +87,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session) {
 	ctx := r.Context()
 	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
-	execID := newExecID()
+	execID := execIDFor(ctx)
 	w.Header().Set(api.ExecIDHeader, execID)
 	log := s.log.With("exec_id", execID, "caller", caller.ID(), "caller_uid", caller.UID, "caller_pid", caller.PID)
 

@@ -50,6 +50,9 @@ type kernel struct {
 	restarted bool // started because an earlier kernel of the session ended
 	ready     chan error
 	egress    *kernelEgress // network "egress": the kernel's proxy; nil otherwise
+	// environment is what the kernel was launched in ("": none); an exec
+	// in it runs there (kernelEnvironmentConflict).
+	environment string
 
 	mu       sync.Mutex
 	sink     *execSink // the running exec's, nil between execs

@@ -68,6 +68,7 @@ func runnerRequest(base LaunchRequest, id, mode string) (LaunchRequest, error) {
 // startKernel launches a runner and waits for its ready frame.
 func (s *Server) startKernel(ctx context.Context, rl runnerLauncher, req LaunchRequest) (*kernel, error) {
 	k := newKernel(req.Runtime)
+	k.environment = req.Environment
 	sb, err := rl.Start(ctx, req, k.read)
 	if err != nil {
 		return nil, err

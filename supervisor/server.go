@@ -123,8 +123,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/exec", methodNotAllowedHandler("POST"))
 	s.sessionRoutes(mux)
 	s.settingsRoutes(mux)
-	mux.HandleFunc("GET /v1/environments", s.handleEnvironments)
-	mux.Handle("/v1/environments", methodNotAllowedHandler("GET, HEAD"))
+	s.environmentRoutes(mux)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.Handle("/metrics", methodNotAllowedHandler("GET, HEAD"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

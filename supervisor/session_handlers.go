@@ -109,7 +109,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, err := s.sessions.CreateNetwork(caller, req.TTLSeconds, req.Key, network)
 	if err == nil {
-		s.sessions.setEnvironment(sess, req.Environment)
+		err = s.sessions.setEnvironment(sess, req.Environment)
 	}
 	if err != nil {
 		if codeOf(err) == api.CodeInternal {

@@ -66,6 +66,9 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 	if !ok {
 		return nil, kernelModeUnavailable()
 	}
+	if err := s.kernelEnvironmentConflict(sess, d.launch); err != nil {
+		return nil, err
+	}
 	if len(d.launch.Files) > 0 {
 		if err := rl.Stage(d.launch); err != nil {
 			return nil, err
@@ -88,6 +91,7 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 		o.exit = &ex
 	}
 	res := assemble(d, sink, o)
+	res.Policy.Environment = s.environmentRef(k.environment)
 	res.Network = network()
 	res.OOMKilled = res.OOMKilled || k.sb.OOMKilled()
 	k.mu.Lock()
@@ -144,7 +148,8 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		old.sb.Stop()
 	}
 	base := LaunchRequest{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
-		Env: map[string]string{}, Network: network, SessionWorkspace: sess.WorkspaceName()}
+		Env: map[string]string{}, Network: network, SessionWorkspace: sess.WorkspaceName(),
+		Environment: s.sessionKernelEnvironment(sess, lang)}
 	req, err := kernelLaunch(base)
 	var k *kernel
 	if err == nil {

@@ -108,6 +108,8 @@ func New(step string) Facts {
 		return &KernelExec{}
 	case StepEgress:
 		return &Egress{}
+	case StepEnvBuild:
+		return &EnvBuild{}
 	}
 	return nil
 }
@@ -115,7 +117,7 @@ func New(step string) Facts {
 // All returns one zero value of every typed step, in launch order (for the
 // schema generator and tests).
 func All() []Facts {
-	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec}
+	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild}
 	out := make([]Facts, len(steps))
 	for i, s := range steps {
 		out[i] = New(s)

@@ -27,9 +27,6 @@ func cmdAdmin(args []string, io stdio) int {
 	if len(args) > 0 && args[0] == "env-register" {
 		return cmdEnvRegister(args[1:], io)
 	}
-	if len(args) > 0 && args[0] == "env-build" {
-		return cmdEnvBuild(args[1:], io)
-	}
 	if len(args) == 0 || args[0] != "helper-config" {
 		fmt.Fprintln(io.err, "sandboxctl: usage: sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH")
 		fmt.Fprintln(io.err, "       sandboxctl admin delegate-cgroups --user NAME [--parent sandboxd]")

@@ -57,7 +57,11 @@ Usage:
   sandboxctl admin settings get | set KEY=VALUE...   (live limits; admins only)
   sandboxctl admin helper-config --workspace-root DIR --shim PATH --profile PATH
   sandboxctl admin env-register --name NAME --language LANG [--root DIR] [--env K=V]... [--package N=V]... [--default]
-  sandboxctl admin env-build --name NAME --language python --requirements FILE --find-links DIR
+  sandboxctl env build NAME --language python --requirements FILE (--index URL | --find-links DIR)
+  sandboxctl env build NAME --language javascript --lockfile FILE [--registry URL]
+                      build a pinned environment in a sandbox (root; the
+                      supervisor running) and register it (docs/ENVIRONMENTS.md)
+  sandboxctl env ls|show NAME|rm NAME [--json] [--helper-config PATH]
   sandboxctl audit verify [--json] [--partial] [FILE...]
   sandboxctl audit show EXEC_ID [--log FILE] [--json]
   sandboxctl mcp [--socket PATH | --url URL --api-key-file F [--ca-file F]]
@@ -171,6 +175,8 @@ func run(ctx context.Context, args []string, io stdio, lookupEnv func(string) (s
 			return cmdAdminSettings(ctx, args[2:], io, lookupEnv)
 		}
 		return cmdAdmin(args[1:], io)
+	case "env":
+		return cmdEnv(ctx, args[1:], io, lookupEnv)
 	case "audit":
 		return cmdAudit(args[1:], io, lookupEnv)
 	case "session":
