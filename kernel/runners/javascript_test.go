@@ -207,3 +207,26 @@ func TestJavaScriptBackgroundOutputStaysInsideExecs(t *testing.T) {
 		t.Fatal("the timer's output never arrived")
 	}
 }
+
+// An exec's stdin is the JavaScript code's fd 0, as it is Python's:
+// readFileSync(0), process.stdin and child processes read it, and each
+// exec reads its own.
+func TestJavaScriptStdin(t *testing.T) {
+	k := startKernel(t, "javascript")
+	for _, tc := range []struct{ code, stdin, want string }{
+		{"console.log(require('fs').readFileSync(0, 'utf8').toUpperCase())", "first\nline\n", "FIRST\nLINE\n\n"},
+		{"let got = ''; for await (const c of process.stdin) got += c; console.log(JSON.stringify(got))", "second ✓", "\"second ✓\"\n"},
+		{"console.log(JSON.stringify(require('fs').readFileSync(0, 'utf8')))", "", "\"\"\n"},
+		{"process.stdout.write(require('child_process').execSync('cat', {stdio: ['inherit', 'pipe', 'inherit']}))", "to the child\n", "to the child\n"},
+		{"got = ''; for await (const c of process.stdin) got += c; console.log(JSON.stringify(got))", "", "\"\"\n"},
+	} {
+		if r := k.exec(tc.code, withStdin(tc.stdin)).mustOK(t); r.stdout != tc.want {
+			t.Fatalf("%q with stdin %q: stdout %q, want %q", tc.code, tc.stdin, r.stdout, tc.want)
+		}
+	}
+	once := startKernel(t, "javascript", ModeEnv+"="+ModeOnce)
+	r := once.exec("function main() { return require('fs').readFileSync(0, 'utf8') }", withStdin("in"), withEntry("main", "{}")).mustOK(t)
+	if string(r.result.ReturnValue) != `"in"` {
+		t.Fatalf("run-once stdin: return_value %s", r.result.ReturnValue)
+	}
+}

@@ -61,6 +61,14 @@ func TestPythonInterrupt(t *testing.T) {
 	if r.result.Exception == nil || r.result.Exception.Type != "KeyboardInterrupt" || r.result.ExitCode == 0 {
 		t.Fatalf("result %+v exception %+v", r.result, r.result.Exception)
 	}
+	// only the caller's frames: the runner's signal handler raised it,
+	// but it is no frame of the caller's code
+	if tb := r.result.Exception.Traceback; !strings.Contains(tb, "<exec-1>") || strings.Contains(tb, "main.py") || strings.Contains(tb, "_on_sigint") {
+		t.Fatalf("traceback:\n%s", tb)
+	}
+	if strings.Contains(r.stderr, "_on_sigint") {
+		t.Fatalf("stderr shows the runner's frame:\n%s", r.stderr)
+	}
 	if got := k.exec("print('alive')").mustOK(t).stdout; got != "alive\n" {
 		t.Fatalf("after interrupt: %q", got)
 	}
@@ -297,5 +305,48 @@ threading.Thread(target=chatter, daemon=True).start()
 	}
 	if seen == 0 {
 		t.Fatal("the background thread's output never arrived")
+	}
+}
+
+// A copy of the runner forked by caller code that returns into the runner
+// (instead of exiting) has no stream pumps: it must end there, without
+// writing a sync marker into the pipes it shares with the runner (the
+// runner's pump sent that marker as output) or hanging in a sync.
+func TestPythonForkedChildLeaksNoMarker(t *testing.T) {
+	k := startKernel(t, "python")
+	r := k.exec("import os\nif os.fork() == 0:\n    print('child', flush=True)\nelse:\n    print('parent', flush=True)\n").mustOK(t)
+	r2 := k.exec("import time\ntime.sleep(0.5)\nprint('next')").mustOK(t)
+	out := r.stdout + r2.stdout
+	if strings.Contains(out, "sandboxd-sync") || !strings.Contains(out, "child") || !strings.Contains(out, "parent") {
+		t.Fatalf("stdout %q then %q", r.stdout, r2.stdout)
+	}
+}
+
+// A sync marker in the output that is not the one the runner waits for (a
+// stale one, or one written by another process) is dropped, never sent.
+func TestPythonForeignMarkerDropped(t *testing.T) {
+	k := startKernel(t, "python")
+	r := k.exec(`import os
+os.write(1, b"a\x00\x1bsandboxd-sync-" + b"0" * 32 + b"\x00b\n")
+os.write(1, b"c\x00\x1bsandboxd-sy")
+os.write(1, b"nc-" + b"1" * 32 + b"\x00d\n")
+`).mustOK(t)
+	if r.stdout != "ab\ncd\n" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+}
+
+// An interrupt that arrives before its exec has begun (the supervisor's
+// timeout of a runner slowed by CPU throttling) interrupts the exec when
+// it begins, rather than being lost until the kernel is killed.
+func TestPythonInterruptBeforeExecBegins(t *testing.T) {
+	k := startKernel(t, "python", ModeEnv+"="+ModeOnce)
+	id := k.send("while True: pass")
+	if err := k.enc.Interrupt(id); err != nil {
+		t.Fatal(err)
+	}
+	r := k.collect(id, 10*time.Second)
+	if e := r.result.Exception; e == nil || e.Type != "KeyboardInterrupt" || strings.Contains(e.Traceback, "main.py") {
+		t.Fatalf("result %+v exception %+v", r.result, e)
 	}
 }
