@@ -310,17 +310,34 @@ func peakRSSKB(t *testing.T, pid int) int64 {
 	return n
 }
 
+// The supervisor killed with SIGKILL while a kernel runs: the next one
+// restarts the kernel on the session's next exec, the workspace is intact,
+// and the dead kernel's launch trail is closed in the audit log (it has no
+// reap: an interrupted record that says the supervisor restarted).
 func TestKernelSurvivesSupervisorRestart(t *testing.T) {
 	in := setup(t)
-	s := in.startSupervisor(t, supervisorOpts{})
+	log := auditLogPath(in)
+	opts := supervisorOpts{extra: []string{"--audit-log", log}}
+	s := in.startSupervisor(t, opts)
 	sess := s.kernelSession(t)
-	s.kexec(t, sess.ID, lang("python", "q = 1\nopen('kept.txt','w').write('kept')"))
+	first := s.kexec(t, sess.ID, lang("python", "q = 1\nopen('kept.txt','w').write('kept')"))
+	if first.Kernel == nil {
+		t.Fatalf("no kernel: %+v", first)
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.done
-	s2 := in.startSupervisor(t, supervisorOpts{})
+	s2 := in.startSupervisor(t, opts)
 	r := s2.kexec(t, sess.ID, lang("python", "print('q' in globals(), open('kept.txt').read())"))
 	if r.Stdout != "False kept\n" || r.Kernel == nil || !r.Kernel.Restarted {
 		t.Fatalf("after restart: %+v", r)
+	}
+	trail := auditExec(auditRead(t, log), first.Kernel.ID)
+	if got := auditSteps(trail); got != "prepare enter network seccomp drop exec interrupted!" {
+		t.Fatalf("trail of the killed kernel %s: %q", first.Kernel.ID, got)
+	}
+	end := trail[len(trail)-1]
+	if end.FactMap()["kernel"] != true || !strings.HasPrefix(end.Error, "supervisor restarted") {
+		t.Fatalf("its interrupted record: %+v", end)
 	}
 }
 
