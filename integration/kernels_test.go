@@ -174,6 +174,61 @@ func TestProcessModeRunner(t *testing.T) {
 	}
 }
 
+// Every python and javascript exec reports an uncaught exception, a
+// process-mode one too: it runs as a plain interpreter, and the supervisor
+// derives the exception from the end of its stderr.
+func TestProcessExecException(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	sess := s.kernelSession(t)
+	for _, tc := range []struct {
+		name      string
+		req       map[string]any
+		typ, msg  string
+		traceback string
+	}{
+		{"python one-shot", py("def f():\n    return 1/0\nf()"), "ZeroDivisionError", "division by zero", "line 2, in f"},
+		{"python chained", py("try:\n    {}['k']\nexcept KeyError as e:\n    raise ValueError('bad') from e"), "ValueError", "bad", "KeyError: 'k'"},
+		{"python syntax", py("def (:"), "SyntaxError", "invalid syntax", "def (:"},
+		{"javascript one-shot", lang("javascript", "function f() { return null.x }\nf()"), "TypeError", "Cannot read properties of null (reading 'x')", "at f ("},
+		{"javascript rejection", lang("javascript", "Promise.reject(new RangeError('late'))"), "RangeError", "late", "RangeError: late"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.exec(tc.req)
+			e := r.Exception
+			if !exitIs(r, 1) || e == nil || e.Type != tc.typ || e.Message != tc.msg || !strings.Contains(e.Traceback, tc.traceback) {
+				t.Fatalf("exit %v exception %+v stderr %q", deref(r.ExitCode), e, r.Stderr)
+			}
+		})
+	}
+	req := py("import sys\nprint('Traceback (most recent call last):', file=sys.stderr)\nsys.exit(2)")
+	if r := s.exec(req); !exitIs(r, 2) || r.Exception != nil {
+		t.Fatalf("a plain non-zero exit: %+v", r)
+	}
+	req = lang("python", "raise KeyError('p')")
+	req["mode"] = "process"
+	if r := s.kexec(t, sess.ID, req); r.Exception == nil || r.Exception.Type != "KeyError" || r.Kernel != nil {
+		t.Fatalf("session process-mode exec: %+v", r)
+	}
+}
+
+// A JavaScript kernel exec reads its stdin on fd 0, as Python's input() does.
+func TestKernelJavaScriptStdin(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	sess := s.kernelSession(t)
+	req := lang("javascript", "console.log(require('fs').readFileSync(0, 'utf8').trim().toUpperCase())")
+	req["stdin"] = "hello kernel\n"
+	if r := s.kexec(t, sess.ID, req); r.Stdout != "HELLO KERNEL\n" || r.Kernel == nil {
+		t.Fatalf("first: %+v", r)
+	}
+	req = lang("javascript", "let got = ''; for await (const c of process.stdin) got += c; console.log(JSON.stringify(got))")
+	req["stdin"] = "second"
+	if r := s.kexec(t, sess.ID, req); r.Stdout != "\"second\"\n" {
+		t.Fatalf("second: %+v", r)
+	}
+}
+
 func TestKernelCodeNodeInSession(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
