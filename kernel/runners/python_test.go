@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,46 +175,25 @@ func TestPythonEntrypoint(t *testing.T) {
 	if string(r.result.ReturnValue) != "[1.5,1.5]" {
 		t.Fatalf("async main: %s", r.result.ReturnValue)
 	}
-	cases := []struct{ code, entry, typ string }{
+	testEntryFailures(t, k, []entryFailure{
 		{"def main():\n    return object()\n", "main", "ReturnValueError"},
 		{"def main():\n    return float('nan')\n", "main", "ReturnValueError"},
 		{"x = 1\n", "undefined_fn", "EntrypointError"},
 		{"def main():\n    raise ValueError('bad input')\n", "main", "ValueError"},
-	}
-	for _, tc := range cases {
-		r := k.exec(tc.code, withEntry(tc.entry, ""))
-		if r.result.Exception == nil || r.result.Exception.Type != tc.typ || r.result.ExitCode != 1 || r.result.ReturnValue != nil {
-			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, r.result.Exception)
-		}
-	}
+	})
 }
 
 func TestPythonExceptions(t *testing.T) {
-	k := startKernel(t, "python")
-	cases := []struct{ code, typ, msg, tb string }{
+	testExceptions(t, "python", "main.py", []excCase{
 		{"def f():\n    return {}['k']\nf()\n", "KeyError", "'k'", "line 2, in f"},
 		{"1/0", "ZeroDivisionError", "division by zero", "<exec-2>"},
 		{"def (:\n", "SyntaxError", "invalid syntax", "def (:"},
 		{"raise KeyboardInterrupt", "KeyboardInterrupt", "", "KeyboardInterrupt"},
-	}
-	for _, tc := range cases {
-		r := k.exec(tc.code)
-		e := r.result.Exception
-		if e == nil || e.Type != tc.typ || !strings.Contains(e.Message, tc.msg) || !strings.Contains(e.Traceback, tc.tb) || r.result.ExitCode != 1 {
-			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, e)
-		}
-		if strings.Contains(e.Traceback, "main.py") {
-			t.Fatalf("traceback shows the runner's frames:\n%s", e.Traceback)
-		}
-		if !strings.Contains(r.stderr, tc.typ) {
-			t.Fatalf("stderr lacks the traceback: %q", r.stderr)
-		}
-	}
+	})
 }
 
 func TestPythonStreamOrderAndRawFDs(t *testing.T) {
-	k := startKernel(t, "python")
-	code := `import os, sys, subprocess
+	testStreamOrderAndRawFDs(t, "python", `import os, sys, subprocess
 for i in range(200):
     print("out", i)
     print("err", i, file=sys.stderr)
@@ -224,18 +202,7 @@ os.write(1, b"\xff\xe2\x82")  # not UTF-8, then half of a euro sign
 os.write(1, b"\xac\n")          # its other half: one character
 os.write(2, b"raw-err\n")
 subprocess.run(["/bin/sh", "-c", "echo child-out; echo child-err >&2"], check=True)
-`
-	r := k.exec(code).mustOK(t)
-	var wantOut, wantErr strings.Builder
-	for i := 0; i < 200; i++ {
-		wantOut.WriteString("out " + strconv.Itoa(i) + "\n")
-		wantErr.WriteString("err " + strconv.Itoa(i) + "\n")
-	}
-	wantOut.WriteString("raw-out\n\uFFFD€\nchild-out\n")
-	wantErr.WriteString("raw-err\nchild-err\n")
-	if r.stdout != wantOut.String() || r.stderr != wantErr.String() {
-		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)
-	}
+`)
 }
 
 func TestPythonLargeOutputStreams(t *testing.T) {
@@ -287,8 +254,7 @@ display("main")
 // frame must still belong to the exec running when it is sent (protocol.Conn
 // fails the test otherwise), and nothing may come after a result.
 func TestPythonBackgroundOutputStaysInsideExecs(t *testing.T) {
-	k := startKernel(t, "python")
-	k.exec(`import threading, time, sys
+	testBackgroundOutput(t, "python", `import threading, time, sys
 def chatter():
     i = 0
     while True:
@@ -297,15 +263,7 @@ def chatter():
         if i % 50 == 0:
             display(i)
 threading.Thread(target=chatter, daemon=True).start()
-`).mustOK(t)
-	seen := 0
-	for i := 0; i < 40; i++ {
-		r := k.exec("pass").mustOK(t)
-		seen += strings.Count(r.stdout, "bg ")
-	}
-	if seen == 0 {
-		t.Fatal("the background thread's output never arrived")
-	}
+`, "pass")
 }
 
 // A copy of the runner forked by caller code that returns into the runner
