@@ -249,9 +249,10 @@ func (d decision) runsPlain(sess *Session) bool {
 }
 
 // dispatch runs a decided exec: in the session's kernel, through the
-// runner's run-once mode (process-mode python and javascript), or as a
-// plain process (shell; javascript with stdin). With a streamer, output
-// and displays are streamed as they happen.
+// runner's run-once mode (a process-mode code-node call), or as a plain
+// process (every other process-mode exec; its exception is derived from
+// its stderr afterwards). With a streamer, output and displays are
+// streamed as they happen.
 func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*ExecResult, error) {
 	var emit func(event) bool
 	if st != nil {
