@@ -212,6 +212,30 @@ func TestProcessExecException(t *testing.T) {
 	}
 }
 
+// The runners' sync markers never reach a result: run-once execs that time
+// out while flooding output and displays under a tight CPU limit (where
+// the interrupt lands at any point of the runner's work, or before the exec
+// began), and a forked copy of the runner that returns into it.
+func TestRunnerMarkersUnderThrottling(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--cpus", "0.1"}})
+	flood := "for i in range(10**9):\n    print(i)\n    if i % 50 == 0: display(i)\ndef main(): return 1\n"
+	for i := 0; i < 4; i++ {
+		req := map[string]any{"language": "python", "code": flood, "entrypoint": "main", "timeout_ms": 700 + 300*i}
+		r := s.exec(req)
+		if !r.TimedOut || strings.Contains(r.Stdout+r.Stderr, "sandboxd-sync") {
+			t.Fatalf("run %d: timed_out %v, stdout ...%q stderr %q", i, r.TimedOut, tail(r.Stdout, 300), tail(r.Stderr, 300))
+		}
+	}
+	fork := "import os\nif os.fork() == 0:\n    print('child', flush=True)\nelse:\n    print('parent', flush=True)\ndef main(): return 1\n"
+	r := s.exec(map[string]any{"language": "python", "code": fork, "entrypoint": "main", "timeout_ms": 20000})
+	if !exitIs(r, 0) || string(r.ReturnValue) != "1" || strings.Contains(r.Stdout+r.Stderr, "sandboxd-sync") || !strings.Contains(r.Stdout, "parent") {
+		t.Fatalf("fork: %+v", r)
+	}
+}
+
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
 // A JavaScript kernel exec reads its stdin on fd 0, as Python's input() does.
 func TestKernelJavaScriptStdin(t *testing.T) {
 	in := setup(t)
