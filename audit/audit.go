@@ -168,6 +168,15 @@ func Terminal(r Record) bool {
 	return false
 }
 
+// OpensTrail reports whether r, the first record seen of its exec id,
+// begins a trail that must end in a terminal record: an accept, or the
+// prepare of a launch without an accept of its own (a session kernel's
+// long-lived sandbox, whose exec id is its kernel id). A kernel that dies
+// with its supervisor is then closed by the next one like an exec.
+func OpensTrail(r Record) bool {
+	return r.Step == StepAccept || r.Step == StepPrepare && r.OK
+}
+
 // IsLogRecord reports whether step is one of the records about the log
 // itself rather than an exec.
 func IsLogRecord(step string) bool {

@@ -93,6 +93,8 @@ type OpenExec struct {
 	LastStep  string    `json:"last_step"`
 	LastSeq   uint64    `json:"last_seq"`
 	Since     time.Time `json:"since"`
+	// Launch: the trail began at a prepare, not an accept (a kernel).
+	Launch bool `json:"launch,omitempty"`
 }
 
 // Report is the result of Verify. When Break is nil the chain is intact
@@ -117,7 +119,8 @@ type Report struct {
 	Ran         int        `json:"ran"`         // reaped after the payload ran
 	Failed      int        `json:"failed"`      // the launch failed (prepare, helper or bwrap)
 	Refused     int        `json:"refused"`     // refused at accept or decide
-	Interrupted int        `json:"interrupted"` // the supervisor stopped before the reap
+	Interrupted int        `json:"interrupted"` // the supervisor stopped before the reap (kernels included)
+	Launches    int        `json:"launches"`    // long-lived launches without an accept (session kernels)
 	Open        []OpenExec `json:"open"`        // still running, or lost with a supervisor not yet restarted
 	Probes      int        `json:"probes"`      // health probes (helper records without accept)
 	Starts      int        `json:"starts"`
@@ -734,9 +737,14 @@ func (v *verifier) account(r Record) {
 		return
 	}
 	o, isOpen := v.open[r.ExecID]
-	if r.Step == StepAccept && !isOpen && !v.terminalSeen[r.ExecID] {
-		rep.Execs++
-		o = &OpenExec{ExecID: r.ExecID, CallerUID: r.CallerUID, CallerGID: r.CallerGID, CallerPID: r.CallerPID, Since: r.Time}
+	if OpensTrail(r) && !isOpen && !v.terminalSeen[r.ExecID] {
+		o = &OpenExec{ExecID: r.ExecID, CallerUID: r.CallerUID, CallerGID: r.CallerGID, CallerPID: r.CallerPID, Since: r.Time,
+			Launch: r.Step != StepAccept}
+		if o.Launch {
+			rep.Launches++
+		} else {
+			rep.Execs++
+		}
 		v.open[r.ExecID] = o
 		isOpen = true
 	}
@@ -752,6 +760,7 @@ func (v *verifier) account(r Record) {
 	switch {
 	case r.Step == StepInterrupted:
 		rep.Interrupted++
+	case o.Launch: // a kernel's end is not an exec's outcome
 	case r.Step == StepReap && r.OK:
 		rep.Ran++
 	case r.Step == StepAccept || r.Step == StepDecide:

@@ -685,3 +685,59 @@ func TestFactErrors(t *testing.T) {
 		t.Fatalf("a log with fact errors was not continued: %+v", w2.opened)
 	}
 }
+
+// kernelLaunch writes a session kernel's launch records: no accept of its
+// own (its execs have theirs), prepare first; reaped unless open.
+func kernelLaunch(t *testing.T, w Sink, id string, open bool) {
+	t.Helper()
+	steps := []string{StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec}
+	if !open {
+		steps = append(steps, StepReap)
+	}
+	for _, s := range steps {
+		r := Record{ExecID: id, Step: s, OK: true, Source: SourceSupervisor, CallerUID: 1000, CallerGID: 1000, CallerPID: 4242}
+		if s == StepPrepare {
+			r.Facts = map[string]any{"kernel": "session"}
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A kernel that was running when its supervisor died has no reap: the
+// next supervisor closes its trail as it closes an exec's.
+func TestRestartClosesInterruptedKernels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	w, err := Open(path, Options{Fsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernelLaunch(t, w, "k-ended", false)
+	kernelLaunch(t, w, "k-running", true)
+	launch(t, w, "in-kernel", "ok")
+	crash(w)
+
+	w, err = Open(path, Options{Fsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(w.Opened().Interrupted, ","); got != "k-running" {
+		t.Fatalf("interrupted %q, want the running kernel only", got)
+	}
+	w.Close()
+	var last Record
+	rep := verifyPath(t, path, VerifyOptions{Visit: func(_ string, _ int, r Record) {
+		if r.Step == StepInterrupted {
+			last = r
+		}
+	}})
+	mustIntact(t, rep)
+	if rep.Interrupted != 1 || rep.Launches != 2 || rep.Execs != 1 || rep.Ran != 1 || len(rep.Open) != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	f := last.FactMap()
+	if last.ExecID != "k-running" || last.OK || f["kernel"] != true || f["last_step"] != StepExec || !strings.HasPrefix(last.Error, "supervisor restarted") {
+		t.Fatalf("interrupted record %+v", last)
+	}
+}

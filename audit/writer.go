@@ -395,10 +395,9 @@ func (w *FileWriter) begin() error {
 		r := Record{
 			ExecID: o.ExecID, Step: StepInterrupted, Source: SourceSupervisor,
 			CallerUID: o.CallerUID, CallerGID: o.CallerGID, CallerPID: o.CallerPID,
-			Error: "the supervisor stopped (killed or crashed) before this exec was reaped, so it has no reap record; " +
-				"the helper and bubblewrap die with the supervisor (parent-death signal), taking the sandbox with them, " +
-				"and the next supervisor removes the one-shot workspace at start-up",
-			Facts: &stepfacts.Interrupted{LastStep: o.LastStep, LastSeq: o.LastSeq, AcceptedAt: o.Since, FoundAtStartSeq: startSeq},
+			Error: interruptedReason(o),
+			Facts: &stepfacts.Interrupted{LastStep: o.LastStep, LastSeq: o.LastSeq, AcceptedAt: o.Since, FoundAtStartSeq: startSeq,
+				Kernel: o.Launch},
 		}
 		if _, err := w.appendLocked(r, true, false); err != nil {
 			return err
@@ -413,6 +412,18 @@ func (w *FileWriter) begin() error {
 	}
 	w.synced = w.seq
 	return nil
+}
+
+// interruptedReason is the error of an interrupted record.
+func interruptedReason(o OpenExec) string {
+	if o.Launch {
+		return "supervisor restarted: the supervisor stopped (killed or crashed) while this kernel ran, so it has no reap record; " +
+			"the helper and bubblewrap die with the supervisor (parent-death signal), taking the kernel's sandbox with them; " +
+			"the session's workspace is kept and its next exec starts a new kernel"
+	}
+	return "the supervisor stopped (killed or crashed) before this exec was reaped, so it has no reap record; " +
+		"the helper and bubblewrap die with the supervisor (parent-death signal), taking the sandbox with them, " +
+		"and the next supervisor removes the one-shot workspace at start-up"
 }
 
 func (w *FileWriter) selfRecord(step string, facts map[string]any) Record {
@@ -666,10 +677,11 @@ func (w *FileWriter) track(r Record) {
 	}
 	o, ok := w.open[r.ExecID]
 	if !ok {
-		if r.Step != StepAccept || Terminal(r) {
+		if !OpensTrail(r) || Terminal(r) {
 			return
 		}
-		o = &OpenExec{ExecID: r.ExecID, CallerUID: r.CallerUID, CallerGID: r.CallerGID, CallerPID: r.CallerPID, Since: r.Time}
+		o = &OpenExec{ExecID: r.ExecID, CallerUID: r.CallerUID, CallerGID: r.CallerGID, CallerPID: r.CallerPID, Since: r.Time,
+			Launch: r.Step != StepAccept}
 		w.open[r.ExecID] = o
 	}
 	o.LastStep, o.LastSeq = r.Step, r.Seq

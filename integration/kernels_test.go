@@ -174,6 +174,85 @@ func TestProcessModeRunner(t *testing.T) {
 	}
 }
 
+// Every python and javascript exec reports an uncaught exception, a
+// process-mode one too: it runs as a plain interpreter, and the supervisor
+// derives the exception from the end of its stderr.
+func TestProcessExecException(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	sess := s.kernelSession(t)
+	for _, tc := range []struct {
+		name      string
+		req       map[string]any
+		typ, msg  string
+		traceback string
+	}{
+		{"python one-shot", py("def f():\n    return 1/0\nf()"), "ZeroDivisionError", "division by zero", "line 2, in f"},
+		{"python chained", py("try:\n    {}['k']\nexcept KeyError as e:\n    raise ValueError('bad') from e"), "ValueError", "bad", "KeyError: 'k'"},
+		{"python syntax", py("def (:"), "SyntaxError", "invalid syntax", "def (:"},
+		{"javascript one-shot", lang("javascript", "function f() { return null.x }\nf()"), "TypeError", "Cannot read properties of null (reading 'x')", "at f ("},
+		{"javascript rejection", lang("javascript", "Promise.reject(new RangeError('late'))"), "RangeError", "late", "RangeError: late"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.exec(tc.req)
+			e := r.Exception
+			if !exitIs(r, 1) || e == nil || e.Type != tc.typ || e.Message != tc.msg || !strings.Contains(e.Traceback, tc.traceback) {
+				t.Fatalf("exit %v exception %+v stderr %q", deref(r.ExitCode), e, r.Stderr)
+			}
+		})
+	}
+	req := py("import sys\nprint('Traceback (most recent call last):', file=sys.stderr)\nsys.exit(2)")
+	if r := s.exec(req); !exitIs(r, 2) || r.Exception != nil {
+		t.Fatalf("a plain non-zero exit: %+v", r)
+	}
+	req = lang("python", "raise KeyError('p')")
+	req["mode"] = "process"
+	if r := s.kexec(t, sess.ID, req); r.Exception == nil || r.Exception.Type != "KeyError" || r.Kernel != nil {
+		t.Fatalf("session process-mode exec: %+v", r)
+	}
+}
+
+// The runners' sync markers never reach a result: run-once execs that time
+// out while flooding output and displays under a tight CPU limit (where
+// the interrupt lands at any point of the runner's work, or before the exec
+// began), and a forked copy of the runner that returns into it.
+func TestRunnerMarkersUnderThrottling(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--cpus", "0.1"}})
+	flood := "for i in range(10**9):\n    print(i)\n    if i % 50 == 0: display(i)\ndef main(): return 1\n"
+	for i := 0; i < 4; i++ {
+		req := map[string]any{"language": "python", "code": flood, "entrypoint": "main", "timeout_ms": 700 + 300*i}
+		r := s.exec(req)
+		if !r.TimedOut || strings.Contains(r.Stdout+r.Stderr, "sandboxd-sync") {
+			t.Fatalf("run %d: timed_out %v, stdout ...%q stderr %q", i, r.TimedOut, tail(r.Stdout, 300), tail(r.Stderr, 300))
+		}
+	}
+	fork := "import os\nif os.fork() == 0:\n    print('child', flush=True)\nelse:\n    print('parent', flush=True)\ndef main(): return 1\n"
+	r := s.exec(map[string]any{"language": "python", "code": fork, "entrypoint": "main", "timeout_ms": 20000})
+	if !exitIs(r, 0) || string(r.ReturnValue) != "1" || strings.Contains(r.Stdout+r.Stderr, "sandboxd-sync") || !strings.Contains(r.Stdout, "parent") {
+		t.Fatalf("fork: %+v", r)
+	}
+}
+
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// A JavaScript kernel exec reads its stdin on fd 0, as Python's input() does.
+func TestKernelJavaScriptStdin(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	sess := s.kernelSession(t)
+	req := lang("javascript", "console.log(require('fs').readFileSync(0, 'utf8').trim().toUpperCase())")
+	req["stdin"] = "hello kernel\n"
+	if r := s.kexec(t, sess.ID, req); r.Stdout != "HELLO KERNEL\n" || r.Kernel == nil {
+		t.Fatalf("first: %+v", r)
+	}
+	req = lang("javascript", "let got = ''; for await (const c of process.stdin) got += c; console.log(JSON.stringify(got))")
+	req["stdin"] = "second"
+	if r := s.kexec(t, sess.ID, req); r.Stdout != "\"second\"\n" {
+		t.Fatalf("second: %+v", r)
+	}
+}
+
 func TestKernelCodeNodeInSession(t *testing.T) {
 	in := setup(t)
 	s := in.startSupervisor(t, supervisorOpts{})
@@ -310,17 +389,34 @@ func peakRSSKB(t *testing.T, pid int) int64 {
 	return n
 }
 
+// The supervisor killed with SIGKILL while a kernel runs: the next one
+// restarts the kernel on the session's next exec, the workspace is intact,
+// and the dead kernel's launch trail is closed in the audit log (it has no
+// reap: an interrupted record that says the supervisor restarted).
 func TestKernelSurvivesSupervisorRestart(t *testing.T) {
 	in := setup(t)
-	s := in.startSupervisor(t, supervisorOpts{})
+	log := auditLogPath(in)
+	opts := supervisorOpts{extra: []string{"--audit-log", log}}
+	s := in.startSupervisor(t, opts)
 	sess := s.kernelSession(t)
-	s.kexec(t, sess.ID, lang("python", "q = 1\nopen('kept.txt','w').write('kept')"))
+	first := s.kexec(t, sess.ID, lang("python", "q = 1\nopen('kept.txt','w').write('kept')"))
+	if first.Kernel == nil {
+		t.Fatalf("no kernel: %+v", first)
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.done
-	s2 := in.startSupervisor(t, supervisorOpts{})
+	s2 := in.startSupervisor(t, opts)
 	r := s2.kexec(t, sess.ID, lang("python", "print('q' in globals(), open('kept.txt').read())"))
 	if r.Stdout != "False kept\n" || r.Kernel == nil || !r.Kernel.Restarted {
 		t.Fatalf("after restart: %+v", r)
+	}
+	trail := auditExec(auditRead(t, log), first.Kernel.ID)
+	if got := auditSteps(trail); got != "prepare enter network seccomp drop exec interrupted!" {
+		t.Fatalf("trail of the killed kernel %s: %q", first.Kernel.ID, got)
+	}
+	end := trail[len(trail)-1]
+	if end.FactMap()["kernel"] != true || !strings.HasPrefix(end.Error, "supervisor restarted") {
+		t.Fatalf("its interrupted record: %+v", end)
 	}
 }
 

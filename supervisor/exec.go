@@ -80,127 +80,179 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	s.serveExec(w, r, nil)
 }
 
+// execCall is one exec request on its way through serveExec's phases.
+type execCall struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	sess   *Session // nil for a one-shot exec
+	id     string
+	caller Caller
+	log    *slog.Logger
+}
+
 // serveExec runs the accept and decide steps, launches, and answers. It is
 // shared with session execs (sess != nil: the session timeout cap applies,
 // the exec runs in the session's workspace, one at a time per session, and a
 // delete of the session kills it).
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session) {
-	ctx := r.Context()
-	caller, _ := callerFrom(ctx) // the auth middleware has refused requests without one
-	execID := execIDFor(ctx)
-	w.Header().Set(api.ExecIDHeader, execID)
-	log := s.log.With("exec_id", execID, "caller", caller.ID(), "caller_uid", caller.UID, "caller_pid", caller.PID)
+	caller, _ := callerFrom(r.Context()) // the auth middleware has refused requests without one
+	c := &execCall{w: w, r: r, sess: sess, id: execIDFor(r.Context()), caller: caller}
+	w.Header().Set(api.ExecIDHeader, c.id)
+	c.log = s.log.With("exec_id", c.id, "caller", caller.ID(), "caller_uid", caller.UID, "caller_pid", caller.PID)
+	req, ok := s.acceptExec(c)
+	if !ok {
+		return
+	}
+	d, launchCtx, done, ok := s.decideAndAdmit(c, req)
+	defer done()
+	if !ok {
+		return
+	}
+	s.metrics.addInFlight(1)
+	defer s.metrics.addInFlight(-1)
+	s.launchAndAnswer(launchCtx, c, d)
+}
 
-	// Accept: the body is read and decoded strictly.
-	body, apiE := readBody(w, r, s.cfg.MaxBodyBytes)
+// acceptExec is the accept step: the body is read and decoded strictly,
+// and the accept record written before anything else is done with it.
+func (s *Server) acceptExec(c *execCall) (api.ExecRequest, bool) {
+	body, apiE := readBody(c.w, c.r, s.cfg.MaxBodyBytes)
 	var req api.ExecRequest
 	if apiE == nil {
 		apiE = decodeStrict(body, &req)
 	}
-	accept := s.record(execID, audit.StepAccept, caller, apiE, map[string]any{
-		"method":         r.Method,
-		"path":           r.URL.Path,
+	accept := s.record(c.id, audit.StepAccept, c.caller, apiE, map[string]any{
+		"method":         c.r.Method,
+		"path":           c.r.URL.Path,
 		"body_bytes":     len(body),
-		"content_length": r.ContentLength,
+		"content_length": c.r.ContentLength,
 	})
 	if err := s.writeAudit(accept); err != nil {
-		s.auditFailed(w, log, err)
-		return
+		s.auditFailed(c.w, c.log, err)
+		return req, false
 	}
 	if apiE != nil {
-		s.refuse(w, log, audit.StepAccept, apiE)
-		return
+		s.refuse(c.w, c.log, audit.StepAccept, apiE)
+		return req, false
 	}
+	return req, true
+}
 
-	// Decide: policy, then a slot. An exec waits for a slot (fairly, see
-	// package admission) up to its own timeout; a full queue answers at once.
-	req.Network, apiE = sessionNetwork(sess, req.Network)
+// decideAndAdmit is the decide step: policy, the session's turn, then a
+// slot, and the decide record. done releases what it took (the slot, the
+// session's turn); it is never nil.
+func (s *Server) decideAndAdmit(c *execCall, req api.ExecRequest) (decision, context.Context, func(), bool) {
 	var d decision
+	var apiE *APIError
+	req.Network, apiE = sessionNetwork(c.sess, req.Network)
 	if apiE == nil {
-		d, apiE = s.decideExec(req, caller, execID, sess)
+		d, apiE = s.decideExec(req, c.caller, c.id, c.sess)
 	}
-	release := func() {}
-	launchCtx := ctx
-	if apiE == nil && sess != nil {
-		var endExec func()
-		launchCtx, endExec, apiE = s.beginSessionExec(ctx, sess, &d)
-		if endExec != nil {
-			defer endExec()
+	launchCtx, endExec, release := c.r.Context(), func() {}, func() {}
+	if apiE == nil && c.sess != nil {
+		var end func()
+		launchCtx, end, apiE = s.beginSessionExec(c.r.Context(), c.sess, &d)
+		if end != nil {
+			endExec = end
 		}
 	}
 	if apiE == nil {
-		waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
-		rel, err := s.gate.Acquire(waitCtx, caller.ID())
-		cancel()
-		switch {
-		case err == nil:
-			release = rel
-			d.facts["admission"] = "admitted"
-		case errors.Is(err, admission.ErrShareFull), errors.Is(err, admission.ErrQueueFull):
-			apiE = s.queueRefusal(caller, err)
-		case ctx.Err() != nil:
-			apiE = apiErr(api.CodeInvalidArgument, "the client went away while the exec waited for a slot")
-		default:
-			apiE = limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.gate.Max()))
-		}
+		release, apiE = s.admit(c, &d)
 	}
-	defer release()
-	if err := s.writeAudit(s.record(execID, audit.StepDecide, caller, apiE, d.facts)); err != nil {
-		s.auditFailed(w, log, err)
-		return
+	done := func() { release(); endExec() }
+	if err := s.writeAudit(s.record(c.id, audit.StepDecide, c.caller, apiE, d.facts)); err != nil {
+		s.auditFailed(c.w, c.log, err)
+		return d, nil, done, false
 	}
 	if apiE != nil {
-		s.refuse(w, log, audit.StepDecide, apiE)
-		return
+		s.refuse(c.w, c.log, audit.StepDecide, apiE)
+		return d, nil, done, false
 	}
+	return d, launchCtx, done, true
+}
 
-	s.metrics.addInFlight(1)
-	defer s.metrics.addInFlight(-1)
-	log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "network", d.launch.Network, "timeout_ms", d.launch.Limits.TimeoutMS)
+// admit waits for an exec slot (fairly, see package admission) up to the
+// exec's own timeout; a full queue answers at once.
+func (s *Server) admit(c *execCall, d *decision) (func(), *APIError) {
+	ctx := c.r.Context()
+	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
+	rel, err := s.gate.Acquire(waitCtx, c.caller.ID())
+	cancel()
+	switch {
+	case err == nil:
+		d.facts["admission"] = "admitted"
+		return rel, nil
+	case errors.Is(err, admission.ErrShareFull), errors.Is(err, admission.ErrQueueFull):
+		return func() {}, s.queueRefusal(c.caller, err)
+	case ctx.Err() != nil:
+		return func() {}, apiErr(api.CodeInvalidArgument, "the client went away while the exec waited for a slot")
+	}
+	return func() {}, limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.gate.Max()))
+}
+
+// launchAndAnswer runs a decided exec (with its egress relay, if any) and
+// answers, buffered or streamed.
+func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
+	c.log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "network", d.launch.Network, "timeout_ms", d.launch.Limits.TimeoutMS)
 	var eg *egressRun
 	// A kernel exec uses its kernel's proxy (startSessionKernel), which
 	// records it under this exec's id; any other egress exec gets its own.
-	if d.launch.Network == api.NetworkEgress && !(d.mode == api.ModeKernel && sess != nil) {
+	if d.launch.Network == api.NetworkEgress && !(d.mode == api.ModeKernel && c.sess != nil) {
 		var err error
-		if eg, err = s.startEgress(launchCtx, execID, caller, log); err != nil {
-			s.launchFailed(launchCtx, w, log, execID, err)
+		if eg, err = s.startEgress(ctx, c.id, c.caller, c.log); err != nil {
+			s.launchFailed(ctx, c.w, c.log, c.id, err)
 			return
 		}
-		d.launch.Egress = execID
+		d.launch.Egress = c.id
 	}
 	egressLaunchEnv(&d.launch)
 	var st *streamer
-	if wantsStream(r) {
-		st = newStreamer(w)
+	if wantsStream(c.r) {
+		st = newStreamer(c.w)
 	}
-	res, err := s.dispatch(launchCtx, sess, d, st)
+	res, err := s.dispatch(ctx, c.sess, d, st)
 	if eg != nil {
-		network := eg.finish()
-		if res != nil {
+		if network := eg.finish(); res != nil {
 			res.Network = network
 		}
 	}
+	if err == nil && d.runsPlain(c.sess) {
+		deriveException(d.launch.Runtime, res)
+	}
+	s.answer(ctx, c, d, res, err, st)
+}
+
+// answer writes a launched exec's result, or its failure.
+func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *ExecResult, err error, st *streamer) {
 	if err != nil {
 		if st != nil && st.hasStarted() {
 			st.emit(event{Type: "error", Error: toAPI(err)})
 			return
 		}
-		s.launchFailed(launchCtx, w, log, execID, err)
+		s.launchFailed(ctx, c.w, c.log, c.id, err)
 		return
 	}
 	if res == nil {
-		log.Error("launcher returned neither a result nor an error")
+		c.log.Error("launcher returned neither a result nor an error")
 		s.metrics.exec(OutcomeError)
-		writeError(w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", execID)))
+		writeError(c.w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", c.id)))
 		return
 	}
-	s.answerResult(w, log, execID, d.launch.Limits, res, st)
+	s.answerResult(c.w, c.log, c.id, d.launch.Limits, res, st)
+}
+
+// runsPlain reports whether the exec ran as a plain interpreter, whose
+// exception (if any) only its stderr tells: neither in a kernel nor a
+// code-node call through the runner.
+func (d decision) runsPlain(sess *Session) bool {
+	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
 }
 
 // dispatch runs a decided exec: in the session's kernel, through the
-// runner's run-once mode (process-mode python and javascript), or as a
-// plain process (shell; javascript with stdin). With a streamer, output
-// and displays are streamed as they happen.
+// runner's run-once mode (a process-mode code-node call), or as a plain
+// process (every other process-mode exec; its exception is derived from
+// its stderr afterwards). With a streamer, output and displays are
+// streamed as they happen.
 func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*ExecResult, error) {
 	var emit func(event) bool
 	if st != nil {

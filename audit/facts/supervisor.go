@@ -270,6 +270,7 @@ type Interrupted struct {
 	LastSeq         uint64    `json:"last_seq" audit:"always" doc:"its seq"`
 	AcceptedAt      time.Time `json:"accepted_at" audit:"always" doc:"time of the exec's accept"`
 	FoundAtStartSeq uint64    `json:"found_at_start_seq" audit:"always" doc:"the start record of the supervisor that found it"`
+	Kernel          bool      `json:"kernel,omitempty" doc:"the trail is a session kernel's launch (it began at prepare; accepted_at is then that record's time)"`
 }
 
 // Step implements Facts.
@@ -277,7 +278,7 @@ func (*Interrupted) Step() string { return StepInterrupted }
 
 // Sentences implements Facts.
 func (*Interrupted) Sentences() []Sentence {
-	return []Sentence{{Text: "Found by the next supervisor at start-up (start record seq {found_at_start_seq}): the last record of the exec was {last_step} (seq {last_seq}), accepted at {accepted_at}."}}
+	return []Sentence{{Text: "Found by the next supervisor at start-up (start record seq {found_at_start_seq}): the last record of the exec was {last_step} (seq {last_seq}), accepted at {accepted_at}; a session kernel's launch: {kernel}."}}
 }
 
 // Egress is the facts of an egress record: one connection attempt through

@@ -158,6 +158,9 @@ func printVerify(w io.Writer, r verifyResult) {
 		rep.From.UTC().Format(time.RFC3339), rep.To.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "  execs       %d accepted: %d ran, %d launch failures, %d refused, %d interrupted, %d without an end (running now, or the supervisor died and has not restarted)\n",
 		rep.Execs, rep.Ran, rep.Failed, rep.Refused, rep.Interrupted, len(rep.Open))
+	if rep.Launches > 0 {
+		fmt.Fprintf(w, "  kernels     %d session kernel launches (those interrupted or without an end are counted above)\n", rep.Launches)
+	}
 	if rep.Probes > 0 {
 		fmt.Fprintf(w, "  probes      %d health probes\n", rep.Probes)
 	}

@@ -23,136 +23,191 @@ import (
 	"github.com/sandboxd/sandboxd/client"
 )
 
+// runOpts are the flags of `sandboxctl run` (and `session exec`).
+type runOpts struct {
+	lang, code, stdinFile, artifactsDir string
+	asJSON, noStream, forceStream       bool
+	mode, entrypoint, inputs, network   string
+	session                             string // set by `sandboxctl session exec ID`
+	timeout                             int64
+	envs, files, artifacts              multiFlag
+	conn                                *connFlags
+	codeSet                             bool // -c was given
+	pos                                 []string
+}
+
 func cmdRun(ctx context.Context, args []string, sio stdio, lookupEnv func(string) (string, bool)) int {
+	o, err := parseRunFlags(args, lookupEnv)
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
+	codeFromStdin, err := o.readCode(sio)
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
+	req, err := o.request(sio, codeFromStdin, lookupEnv)
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
+	cl, err := o.conn.client()
+	if err != nil {
+		return usage(sio.err, "%v", err)
+	}
+	stream := !o.noStream && !o.asJSON && (o.forceStream || isTerminal(sio.out))
+	res, raw, streamed, err := execute(ctx, cl, o.session, req, stream, sio)
+	if err != nil {
+		return fail(sio.err, err)
+	}
+	return report(res, raw, streamed, o.asJSON, o.artifactsDir, sio)
+}
+
+// parseRunFlags parses run's flags; the positional arguments are kept.
+func parseRunFlags(args []string, lookupEnv func(string) (string, bool)) (*runOpts, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var (
-		lang, code, stdinFile, artifactsDir string
-		asJSON, noStream, forceStream       bool
-		mode, entrypoint, inputs            string
-		timeout                             int64 = -1
-		envs, files, artifacts              multiFlag
-	)
-	fs.StringVar(&lang, "lang", "", "")
-	fs.StringVar(&code, "c", "", "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.Int64Var(&timeout, "timeout", -1, "")
-	conn := addConnFlags(fs, lookupEnv)
-	fs.Var(&envs, "env", "")
-	fs.StringVar(&stdinFile, "stdin-file", "", "")
-	fs.Var(&files, "file", "")
-	fs.Var(&artifacts, "artifact", "")
-	fs.StringVar(&artifactsDir, "artifacts-dir", "", "")
-	fs.StringVar(&mode, "mode", "", "")
-	fs.StringVar(&entrypoint, "entrypoint", "", "")
-	fs.StringVar(&inputs, "inputs", "", "")
-	fs.BoolVar(&noStream, "no-stream", false, "")
-	fs.BoolVar(&forceStream, "stream", false, "")
-	var network string
-	fs.StringVar(&network, "network", "", "")
-	var session string
-	fs.StringVar(&session, "session", "", "") // set by `sandboxctl session exec ID`
+	o := &runOpts{timeout: -1}
+	fs.StringVar(&o.lang, "lang", "", "")
+	fs.StringVar(&o.code, "c", "", "")
+	fs.BoolVar(&o.asJSON, "json", false, "")
+	fs.Int64Var(&o.timeout, "timeout", -1, "")
+	o.conn = addConnFlags(fs, lookupEnv)
+	fs.Var(&o.envs, "env", "")
+	fs.StringVar(&o.stdinFile, "stdin-file", "", "")
+	fs.Var(&o.files, "file", "")
+	fs.Var(&o.artifacts, "artifact", "")
+	fs.StringVar(&o.artifactsDir, "artifacts-dir", "", "")
+	fs.StringVar(&o.mode, "mode", "", "")
+	fs.StringVar(&o.entrypoint, "entrypoint", "", "")
+	fs.StringVar(&o.inputs, "inputs", "", "")
+	fs.BoolVar(&o.noStream, "no-stream", false, "")
+	fs.BoolVar(&o.forceStream, "stream", false, "")
+	fs.StringVar(&o.network, "network", "", "")
+	fs.StringVar(&o.session, "session", "", "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usage(sio.err, "run: %v", err)
+		return nil, fmt.Errorf("run: %w", err)
 	}
-	codeSet := false
-	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "c" })
+	o.pos = pos
+	fs.Visit(func(f *flag.Flag) { o.codeSet = o.codeSet || f.Name == "c" })
+	return o, nil
+}
 
-	// The program: exactly one of -c, FILE, "-".
+// readCode takes the program from exactly one of -c, FILE, "-", and the
+// language from FILE's extension unless --lang says it.
+func (o *runOpts) readCode(sio stdio) (fromStdin bool, err error) {
 	switch {
-	case codeSet && len(pos) > 0:
-		return usage(sio.err, "run: give the code with -c or as FILE, not both")
-	case !codeSet && len(pos) == 0:
-		return usage(sio.err, "run: no code; give -c CODE, a FILE, or - for standard input")
-	case len(pos) > 1:
-		return usage(sio.err, "run: one FILE only, got %q", pos)
+	case o.codeSet && len(o.pos) > 0:
+		return false, errors.New("run: give the code with -c or as FILE, not both")
+	case !o.codeSet && len(o.pos) == 0:
+		return false, errors.New("run: no code; give -c CODE, a FILE, or - for standard input")
+	case len(o.pos) > 1:
+		return false, fmt.Errorf("run: one FILE only, got %q", o.pos)
 	}
-	codeFromStdin := false
-	if !codeSet {
-		src := pos[0]
+	if !o.codeSet {
+		src := o.pos[0]
 		var b []byte
 		if src == "-" {
-			codeFromStdin = true
+			fromStdin = true
 			b, err = io.ReadAll(sio.in)
 		} else {
 			b, err = os.ReadFile(src)
 		}
 		if err != nil {
-			return usage(sio.err, "run: read code: %v", err)
+			return false, fmt.Errorf("run: read code: %w", err)
 		}
-		code = string(b)
-		if lang == "" {
-			lang = langFromExt(src)
+		o.code = string(b)
+		if o.lang == "" {
+			o.lang = langFromExt(src)
 		}
 	}
-	if lang == "" {
-		return usage(sio.err, "run: --lang is required (python, javascript or shell)")
+	if o.lang == "" {
+		return false, errors.New("run: --lang is required (python, javascript or shell)")
 	}
+	return fromStdin, nil
+}
 
-	req := api.ExecRequest{Language: lang, Code: code, Artifacts: artifacts, Mode: mode, Entrypoint: entrypoint, Network: network}
-	if inputs != "" {
-		if !json.Valid([]byte(inputs)) || !strings.HasPrefix(strings.TrimSpace(inputs), "{") {
-			return usage(sio.err, "run: --inputs must be one JSON object")
+// request is the exec request the flags describe.
+func (o *runOpts) request(sio stdio, codeFromStdin bool, lookupEnv func(string) (string, bool)) (api.ExecRequest, error) {
+	req := api.ExecRequest{Language: o.lang, Code: o.code, Artifacts: o.artifacts, Mode: o.mode, Entrypoint: o.entrypoint, Network: o.network}
+	if o.inputs != "" {
+		if !json.Valid([]byte(o.inputs)) || !strings.HasPrefix(strings.TrimSpace(o.inputs), "{") {
+			return req, errors.New("run: --inputs must be one JSON object")
 		}
-		req.Inputs = json.RawMessage(inputs)
+		req.Inputs = json.RawMessage(o.inputs)
 	}
-	if timeout != -1 {
-		req.TimeoutMS = &timeout
+	if o.timeout != -1 {
+		req.TimeoutMS = &o.timeout
 	}
-	if len(envs) > 0 {
-		req.Env = make(map[string]string, len(envs))
-		for _, kv := range envs {
-			name, value, ok := strings.Cut(kv, "=")
-			if !ok {
-				v, set := lookupEnv(name)
-				if !set {
-					return usage(sio.err, "run: --env %s: not set in sandboxctl's environment; use --env %s=VALUE", name, name)
-				}
-				value = v
+	var err error
+	if req.Env, err = runEnv(o.envs, lookupEnv); err != nil {
+		return req, err
+	}
+	if req.Stdin, err = o.readStdin(sio, codeFromStdin); err != nil {
+		return req, err
+	}
+	req.Files, err = runFiles(o.files)
+	return req, err
+}
+
+// runEnv is --env NAME=VALUE (or NAME, taken from sandboxctl's environment).
+func runEnv(envs multiFlag, lookupEnv func(string) (string, bool)) (map[string]string, error) {
+	if len(envs) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(envs))
+	for _, kv := range envs {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			v, set := lookupEnv(name)
+			if !set {
+				return nil, fmt.Errorf("run: --env %s: not set in sandboxctl's environment; use --env %s=VALUE", name, name)
 			}
-			req.Env[name] = value
+			value = v
 		}
+		env[name] = value
 	}
-	if stdinFile != "" {
-		var b []byte
-		switch {
-		case stdinFile == "-" && codeFromStdin:
-			return usage(sio.err, "run: --stdin-file -: standard input already carries the code")
-		case stdinFile == "-":
-			b, err = io.ReadAll(sio.in)
-		default:
-			b, err = os.ReadFile(stdinFile)
-		}
-		if err != nil {
-			return usage(sio.err, "run: read stdin: %v", err)
-		}
-		if !utf8.Valid(b) {
-			return usage(sio.err, "run: --stdin-file %s is not UTF-8 text; the API carries stdin as a JSON string", stdinFile)
-		}
-		req.Stdin = string(b)
+	return env, nil
+}
+
+// readStdin is --stdin-file: UTF-8 text, as the API carries stdin.
+func (o *runOpts) readStdin(sio stdio, codeFromStdin bool) (string, error) {
+	if o.stdinFile == "" {
+		return "", nil
 	}
+	var b []byte
+	var err error
+	switch {
+	case o.stdinFile == "-" && codeFromStdin:
+		return "", errors.New("run: --stdin-file -: standard input already carries the code")
+	case o.stdinFile == "-":
+		b, err = io.ReadAll(sio.in)
+	default:
+		b, err = os.ReadFile(o.stdinFile)
+	}
+	if err != nil {
+		return "", fmt.Errorf("run: read stdin: %w", err)
+	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("run: --stdin-file %s is not UTF-8 text; the API carries stdin as a JSON string", o.stdinFile)
+	}
+	return string(b), nil
+}
+
+// runFiles is --file WORKSPACE_PATH=LOCAL_FILE.
+func runFiles(files multiFlag) ([]api.ExecFile, error) {
+	var out []api.ExecFile
 	for _, f := range files {
 		ws, local, ok := strings.Cut(f, "=")
 		if !ok || ws == "" || local == "" {
-			return usage(sio.err, "run: --file %q: want WORKSPACE_PATH=LOCAL_FILE", f)
+			return nil, fmt.Errorf("run: --file %q: want WORKSPACE_PATH=LOCAL_FILE", f)
 		}
 		b, err := os.ReadFile(local)
 		if err != nil {
-			return usage(sio.err, "run: --file %s: %v", ws, err)
+			return nil, fmt.Errorf("run: --file %s: %w", ws, err)
 		}
-		req.Files = append(req.Files, api.ExecFile{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
+		out = append(out, api.ExecFile{Path: ws, ContentBase64: base64.StdEncoding.EncodeToString(b)})
 	}
-	cl, err := conn.client()
-	if err != nil {
-		return usage(sio.err, "%v", err)
-	}
-	stream := !noStream && !asJSON && (forceStream || isTerminal(sio.out))
-	res, raw, streamed, err := execute(ctx, cl, session, req, stream, sio)
-	if err != nil {
-		return fail(sio.err, err)
-	}
-	return report(res, raw, streamed, asJSON, artifactsDir, sio)
+	return out, nil
 }
 
 // streamedOutput says which of the payload's streams were already written

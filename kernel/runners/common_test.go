@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,82 @@ func TestRunnersFrameLimitMatchesProtocol(t *testing.T) {
 	}
 	if _, err := Source("ruby"); err == nil || !strings.Contains(err.Error(), "ruby") {
 		t.Fatalf("Source(ruby) = %v", err)
+	}
+}
+
+// The drivers below are the checks the Python and JavaScript runners share:
+// one shape, each language's code.
+
+// excCase is an exec whose exception is checked: its type, a substring of
+// its message and of its traceback.
+type excCase struct{ code, typ, msg, tb string }
+
+// testExceptions runs each case in one kernel: exit 1, the exception as
+// described, the error on stderr too, and (when runnerFile is set) none
+// of the runner's own frames in the traceback.
+func testExceptions(t *testing.T, lang, runnerFile string, cases []excCase) {
+	k := startKernel(t, lang)
+	for _, tc := range cases {
+		r := k.exec(tc.code)
+		e := r.result.Exception
+		if e == nil || e.Type != tc.typ || !strings.Contains(e.Message, tc.msg) || !strings.Contains(e.Traceback, tc.tb) || r.result.ExitCode != 1 {
+			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, e)
+		}
+		if runnerFile != "" && strings.Contains(e.Traceback, runnerFile) {
+			t.Fatalf("traceback shows the runner's frames:\n%s", e.Traceback)
+		}
+		if !strings.Contains(r.stderr, tc.typ) {
+			t.Fatalf("stderr lacks the error: %q", r.stderr)
+		}
+	}
+}
+
+// entryFailure is a code-node call that must fail with an exception of typ.
+type entryFailure struct{ code, entry, typ string }
+
+func testEntryFailures(t *testing.T, k *kernel, cases []entryFailure) {
+	t.Helper()
+	for _, tc := range cases {
+		r := k.exec(tc.code, withEntry(tc.entry, ""))
+		if r.result.Exception == nil || r.result.Exception.Type != tc.typ || r.result.ExitCode != 1 || r.result.ReturnValue != nil {
+			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, r.result.Exception)
+		}
+	}
+}
+
+// testStreamOrderAndRawFDs runs code that prints "out i" and "err i" for i
+// < 200 through the language's own streams, then writes "raw-out\n" and
+// "raw-err\n" on fd 1 and 2 directly, then 0xff and a euro sign split over
+// two writes on fd 1, then runs a child that echoes "child-out" and
+// "child-err": both streams must arrive whole and in order.
+func testStreamOrderAndRawFDs(t *testing.T, lang, code string) {
+	k := startKernel(t, lang)
+	r := k.exec(code).mustOK(t)
+	var wantOut, wantErr strings.Builder
+	for i := 0; i < 200; i++ {
+		wantOut.WriteString("out " + strconv.Itoa(i) + "\n")
+		wantErr.WriteString("err " + strconv.Itoa(i) + "\n")
+	}
+	wantOut.WriteString("raw-out\n\uFFFD€\nchild-out\n")
+	wantErr.WriteString("raw-err\nchild-err\n")
+	if r.stdout != wantOut.String() || r.stderr != wantErr.String() {
+		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)
+	}
+}
+
+// testBackgroundOutput starts background output with start, then runs
+// step 40 times: every frame must belong to the exec running when it is
+// sent (protocol.Conn fails the test otherwise), nothing may come after a
+// result, and the background output must arrive in some exec.
+func testBackgroundOutput(t *testing.T, lang, start, step string) {
+	k := startKernel(t, lang)
+	k.exec(start).mustOK(t)
+	seen := 0
+	for i := 0; i < 40; i++ {
+		r := k.exec(step).mustOK(t)
+		seen += strings.Count(r.stdout, "bg ")
+	}
+	if seen == 0 {
+		t.Fatal("the background output never arrived")
 	}
 }

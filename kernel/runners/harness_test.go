@@ -98,13 +98,20 @@ func startKernel(t testing.TB, lang string, env ...string) *kernel {
 	if k.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
+	// An os.Pipe, not StdoutPipe: Wait closes a StdoutPipe as soon as the
+	// runner exits (a run-once runner does, right after its result),
+	// losing frames not read yet.
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { out.Close() })
 	go func() { k.waitErr <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

@@ -56,7 +56,9 @@ class Pump {
     this.pending = Buffer.alloc(0);
     this.held = [];
     this.seen = new Set();
+    this.ended = false;
     stream.on('data', (b) => this.feed(b));
+    stream.on('end', () => { this.ended = true; });
   }
 
   feed(buf) {
@@ -114,10 +116,31 @@ class Pump {
     const rest = Buffer.concat([...this.held, this.pending]);
     this.held = [];
     this.pending = Buffer.alloc(0);
-    this.emit(rest);
+    this.emit(stripMarkers(rest));
     const tail = this.decoder.end();
     if (tail) sendFrame({ type: 'stream', id: this.relay.current, name: this.name, data: tail });
   }
+}
+
+// stripMarkers is buf without its sync markers, for output that is sent as
+// is because the evaluator is gone: a marker, or the start of one cut by
+// the evaluator's end, is never caller output.
+function stripMarkers(buf) {
+  const parts = [];
+  for (;;) {
+    const at = buf.indexOf(MARK_PREFIX);
+    if (at < 0) break;
+    parts.push(buf.subarray(0, at));
+    buf = buf.subarray(Math.min(buf.length, at + MARK_LEN));
+  }
+  for (let k = Math.min(MARK_PREFIX.length - 1, buf.length); k > 0; k--) {
+    if (MARK_PREFIX.subarray(0, k).equals(buf.subarray(buf.length - k))) {
+      buf = buf.subarray(0, buf.length - k);
+      break;
+    }
+  }
+  parts.push(buf);
+  return Buffer.concat(parts);
 }
 
 class Relay {
@@ -215,7 +238,7 @@ class Relay {
     this.count++;
     for (const p of this.pumps) p.resume();
     this.drain();
-    this.child.send({ type: 'execute', code: req.code, entrypoint: req.entrypoint, inputs: req.inputs });
+    this.child.send({ type: 'execute', code: req.code, entrypoint: req.entrypoint, inputs: req.inputs, stdin: req.stdin });
   }
 
   onChildExit(code, signal) {
@@ -223,13 +246,22 @@ class Relay {
     // state is gone, so the relay ends too and the supervisor restarts the
     // kernel. An exec in progress gets the process's exit status.
     const status = code !== null ? code : 128 + (require('os').constants.signals[signal] || 0);
-    setTimeout(() => {
+    const finish = () => {
       if (this.current !== null) {
         for (const p of this.pumps) p.flushAll();
         sendFrame({ type: 'result', id: this.current, exit_code: status & 0xff, execution_count: this.count });
       }
       this.exit(status & 0xff);
-    }, 200); // let the pipes drain what the evaluator wrote last
+    };
+    // Let the pipes drain what the evaluator wrote last: until both end
+    // (a fixed wait loses output, or cuts a marker, when the CPU is
+    // throttled), or a second if a process the evaluator left holds them.
+    const deadline = Date.now() + 1000;
+    const poll = () => {
+      if (this.pumps.every((p) => p.ended) || Date.now() >= deadline) finish();
+      else setTimeout(poll, 10);
+    };
+    poll();
   }
 
   exit(code) {
@@ -280,6 +312,8 @@ class Evaluator {
     this.repl = repl;
     this.count = 0;
     this.pending = null; // the running eval's promise callbacks
+    this.stdinStream = null; // this exec's process.stdin, once read
+    this.installStdin();
     this.interrupt = null; // rejects the running exec on SIGINT
     // node's own REPL evaluator: persistent top-level declarations, top-level
     // await (it hoists declarations), SIGINT breaking a synchronous loop.
@@ -377,12 +411,52 @@ class Evaluator {
     process.send(msg);
   }
 
+  // setStdin makes fd 0 the exec's stdin, as the Python runner's dup2
+  // does, so that fs.readFileSync(0), process.stdin and child processes
+  // read it. Node has no dup2, but open() returns the lowest free
+  // descriptor: with 0 just closed, the file opened next is fd 0. Node
+  // cannot make a pipe either, so the data goes through a file in the
+  // sandbox's private /tmp, unlinked as soon as it is open.
+  setStdin(data) {
+    if (this.stdinStream) this.stdinStream.destroy();
+    this.stdinStream = null;
+    let path = null;
+    if (data.length) {
+      path = require('path').join(require('os').tmpdir(), `.sandboxd-stdin-${require('crypto').randomBytes(12).toString('hex')}`);
+      const w = fs.openSync(path, 'wx', 0o600);
+      try { fs.writeFileSync(w, data); } finally { fs.closeSync(w); }
+    }
+    try {
+      try { fs.closeSync(0); } catch (_) { /* the caller closed it */ }
+      const fd = fs.openSync(path || '/dev/null', 'r');
+      if (fd !== 0) {
+        fs.closeSync(fd);
+        throw new Error(`the exec's stdin could not be made descriptor 0 (it opened as ${fd})`);
+      }
+    } finally {
+      if (path) fs.unlinkSync(path);
+    }
+  }
+
+  // installStdin gives every exec a process.stdin of its own: node caches
+  // the first one, which would stay at the first exec's end of input.
+  installStdin() {
+    Object.defineProperty(process, 'stdin', {
+      configurable: true, enumerable: true,
+      get: () => {
+        if (!this.stdinStream) this.stdinStream = fs.createReadStream(null, { fd: 0, autoClose: false });
+        return this.stdinStream;
+      },
+    });
+  }
+
   async onMessage(m) {
     if (!m || m.type !== 'execute') return;
     this.count++;
     const result = { type: 'result', exit_code: 0, execution_count: this.count };
     process.exitCode = undefined;
     try {
+      this.setStdin(Buffer.from(typeof m.stdin === 'string' ? m.stdin : '', 'utf8'));
       const value = await this.raceInterrupt(this.evalCode(String(m.code || ''), `exec-${this.count}`));
       if (value !== undefined) this.display('text/plain', this.util.inspect(value));
       if (m.entrypoint) result.return_value = await this.callEntry(String(m.entrypoint), m.inputs);
@@ -390,6 +464,11 @@ class Evaluator {
       this.fail(result, e);
     }
     this.interrupt = null;
+    try {
+      this.setStdin(Buffer.alloc(0)); // the file's memory is freed; late readers get EOF
+    } catch (e) {
+      diag(`stdin reset: ${e.message}`);
+    }
     if (result.exit_code === 0 && process.exitCode !== undefined) result.exit_code = exitStatus(process.exitCode);
     process.exitCode = undefined;
     result.marker = this.marker();

@@ -1,7 +1,6 @@
 package runners
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,38 +83,21 @@ func TestJavaScriptEntrypoint(t *testing.T) {
 	if string(r.result.ReturnValue) != `["hi","ada"]` {
 		t.Fatalf("async return_value %s", r.result.ReturnValue)
 	}
-	cases := []struct{ code, entry, typ string }{
+	testEntryFailures(t, k, []entryFailure{
 		{"function bad() { return () => 1 }", "bad", "ReturnValueError"},
 		{"function big() { return 1n }", "big", "ReturnValueError"},
 		{"1", "nothing_here", "EntrypointError"},
 		{"async function boom() { throw new RangeError('nope') }", "boom", "RangeError"},
-	}
-	for _, tc := range cases {
-		r := k.exec(tc.code, withEntry(tc.entry, ""))
-		if r.result.Exception == nil || r.result.Exception.Type != tc.typ || r.result.ExitCode != 1 {
-			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, r.result.Exception)
-		}
-	}
+	})
 }
 
 func TestJavaScriptExceptions(t *testing.T) {
-	k := startKernel(t, "javascript")
-	cases := []struct{ code, typ, msg, stack string }{
+	testExceptions(t, "javascript", "", []excCase{
 		{"function f() { return null.x }\nf()", "TypeError", "Cannot read properties of null", "at f"},
 		{"throw new RangeError('out of range')", "RangeError", "out of range", "RangeError: out of range"},
 		{"await Promise.reject(new SyntaxError('async bad'))", "SyntaxError", "async bad", "async bad"},
 		{"let = = 1", "SyntaxError", "Unexpected token", ""},
-	}
-	for _, tc := range cases {
-		r := k.exec(tc.code)
-		e := r.result.Exception
-		if e == nil || e.Type != tc.typ || !strings.Contains(e.Message, tc.msg) || !strings.Contains(e.Traceback, tc.stack) || r.result.ExitCode != 1 {
-			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, e)
-		}
-		if !strings.Contains(r.stderr, tc.typ) {
-			t.Fatalf("stderr lacks the error: %q", r.stderr)
-		}
-	}
+	})
 }
 
 func TestJavaScriptDisplay(t *testing.T) {
@@ -142,24 +124,12 @@ undefined`).mustOK(t)
 }
 
 func TestJavaScriptStreamOrderAndRawFDs(t *testing.T) {
-	k := startKernel(t, "javascript")
-	code := `const fs = require('fs');
+	testStreamOrderAndRawFDs(t, "javascript", `const fs = require('fs');
 for (let i = 0; i < 200; i++) { console.log('out', i); console.error('err', i); }
 fs.writeSync(1, 'raw-out\n'); fs.writeSync(2, 'raw-err\n');
 fs.writeSync(1, Buffer.from([0xff, 0xe2, 0x82])); fs.writeSync(1, Buffer.from([0xac, 0x0a]));
 require('child_process').execSync('echo child-out; echo child-err >&2', {stdio: 'inherit'});
-`
-	r := k.exec(code).mustOK(t)
-	var wantOut, wantErr strings.Builder
-	for i := 0; i < 200; i++ {
-		wantOut.WriteString("out " + strconv.Itoa(i) + "\n")
-		wantErr.WriteString("err " + strconv.Itoa(i) + "\n")
-	}
-	wantOut.WriteString("raw-out\n\uFFFD€\nchild-out\n")
-	wantErr.WriteString("raw-err\nchild-err\n")
-	if r.stdout != wantOut.String() || r.stderr != wantErr.String() {
-		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)
-	}
+`)
 }
 
 func TestJavaScriptLargeOutputStreams(t *testing.T) {
@@ -196,14 +166,30 @@ func TestJavaScriptEvaluatorDeath(t *testing.T) {
 // Timers that keep logging and displaying across execs: every frame must
 // belong to the exec running when it is sent (protocol.Conn checks).
 func TestJavaScriptBackgroundOutputStaysInsideExecs(t *testing.T) {
+	testBackgroundOutput(t, "javascript",
+		"let i = 0; setInterval(() => { i++; console.log('bg', i); if (i % 5 === 0) display('text/plain', String(i)) }, 1)",
+		"await new Promise(r => setTimeout(r, 3))")
+}
+
+// An exec's stdin is the JavaScript code's fd 0, as it is Python's:
+// readFileSync(0), process.stdin and child processes read it, and each
+// exec reads its own.
+func TestJavaScriptStdin(t *testing.T) {
 	k := startKernel(t, "javascript")
-	k.exec("let i = 0; setInterval(() => { i++; console.log('bg', i); if (i % 5 === 0) display('text/plain', String(i)) }, 1)").mustOK(t)
-	seen := 0
-	for i := 0; i < 40; i++ {
-		r := k.exec("await new Promise(r => setTimeout(r, 3))").mustOK(t)
-		seen += strings.Count(r.stdout, "bg ")
+	for _, tc := range []struct{ code, stdin, want string }{
+		{"console.log(require('fs').readFileSync(0, 'utf8').toUpperCase())", "first\nline\n", "FIRST\nLINE\n\n"},
+		{"let got = ''; for await (const c of process.stdin) got += c; console.log(JSON.stringify(got))", "second ✓", "\"second ✓\"\n"},
+		{"console.log(JSON.stringify(require('fs').readFileSync(0, 'utf8')))", "", "\"\"\n"},
+		{"process.stdout.write(require('child_process').execSync('cat', {stdio: ['inherit', 'pipe', 'inherit']}))", "to the child\n", "to the child\n"},
+		{"got = ''; for await (const c of process.stdin) got += c; console.log(JSON.stringify(got))", "", "\"\"\n"},
+	} {
+		if r := k.exec(tc.code, withStdin(tc.stdin)).mustOK(t); r.stdout != tc.want {
+			t.Fatalf("%q with stdin %q: stdout %q, want %q", tc.code, tc.stdin, r.stdout, tc.want)
+		}
 	}
-	if seen == 0 {
-		t.Fatal("the timer's output never arrived")
+	once := startKernel(t, "javascript", ModeEnv+"="+ModeOnce)
+	r := once.exec("function main() { return require('fs').readFileSync(0, 'utf8') }", withStdin("in"), withEntry("main", "{}")).mustOK(t)
+	if string(r.result.ReturnValue) != `"in"` {
+		t.Fatalf("run-once stdin: return_value %s", r.result.ReturnValue)
 	}
 }

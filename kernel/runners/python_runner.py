@@ -26,6 +26,8 @@ import types
 
 MAX_FRAME_BYTES = 32 << 20  # protocol.MaxFrameBytes; a Go test checks they agree
 READ_CHUNK = 64 << 10
+SYNC_PREFIX = b"\x00\x1bsandboxd-sync-"
+SYNC_LEN = len(SYNC_PREFIX) + 32 + 1  # the prefix, 16 random bytes in hex, NUL
 RUNNER_FILE = __file__ if "__file__" in globals() else "<runner>"
 
 
@@ -96,26 +98,29 @@ class StreamPump(threading.Thread):
             self.consume(self.pending + data)
 
     def consume(self, buf):
+        """Sends buf as output, less every sync marker in it. Any marker is
+        dropped, not only the one the main thread waits for: a marker whose
+        sync was abandoned, or one a forked copy of the runner wrote into
+        the shared pipe, is never caller output."""
         self.pending = b""
-        with self.cond:
-            marker = self.marker
-        if marker is not None:
-            at = buf.find(marker)
-            if at >= 0:
-                self.emit(buf[:at])
-                with self.cond:
+        while True:
+            at = buf.find(SYNC_PREFIX)
+            if at < 0 or len(buf) - at < SYNC_LEN:
+                break
+            self.emit(buf[:at])
+            mark, buf = buf[at:at + SYNC_LEN], buf[at + SYNC_LEN:]
+            with self.cond:
+                hit = mark == self.marker
+                if hit:
                     self.marker = None
+            if hit:
                 self.seen.set()
-                rest = buf[at + len(marker):]
-                if rest:
-                    self.consume(rest)
-                return
-            # hold back only a tail that could be the start of the marker
-            for k in range(min(len(marker) - 1, len(buf)), 0, -1):
-                if marker.startswith(buf[-k:]):
-                    self.pending = buf[-k:]
-                    buf = buf[:-k]
-                    break
+        # hold back a tail that could be the start of a marker
+        for k in range(min(SYNC_LEN - 1, len(buf)), 0, -1):
+            tail = buf[-k:]
+            if tail.startswith(SYNC_PREFIX) or SYNC_PREFIX.startswith(tail):
+                self.pending, buf = tail, buf[:-k]
+                break
         self.emit(buf)
 
 
@@ -131,9 +136,11 @@ class Kernel:
         self.state = threading.Condition()
         self.in_user_code = False
         self.pending_interrupt = False
+        self.early_interrupt = None  # id of an exec interrupted before it began
         self.sync_lock = threading.Lock()
         self.requests = queue.Queue()
         self.loop = None
+        self.pid = os.getpid()  # a forked copy of the runner is not the runner
         self._setup_fds()
         self._setup_namespace()
 
@@ -199,6 +206,10 @@ class Kernel:
             if kind == "interrupt":
                 with self.state:
                     hit = self.current is not None and self.current == req.get("id")
+                    if not hit:
+                        # the exec is still queued (a slow start under CPU
+                        # throttling): it begins interrupted
+                        self.early_interrupt = req.get("id")
                 if hit:
                     os.kill(os.getpid(), signal.SIGINT)
             else:
@@ -231,6 +242,8 @@ class Kernel:
         except BaseException as e:  # a bug of the runner: report, keep serving
             result["exit_code"] = 1
             result["exception"] = {"type": "KernelError", "message": "runner: %r" % (e,), "traceback": ""}
+        if self.forked():
+            self._child_exit(result["exit_code"])
         self._sync_streams()
         self._end()
         try:
@@ -241,6 +254,23 @@ class Kernel:
             result["exception"] = {"type": "ReturnValueTooLarge", "message": str(e), "traceback": ""}
             self.chan.send(result)
         return result["exit_code"]
+
+    def forked(self):
+        """True in a copy of the runner made by os.fork() in caller code. It
+        has no stream pumps (threads do not survive fork) and shares the
+        runner's pipes and channel: a sync marker or frame it wrote would
+        reach the runner's output or break the channel."""
+        return os.getpid() != self.pid
+
+    def _child_exit(self, code):
+        """Ends a forked copy that returned into the runner instead of
+        exiting, the way the interpreter ends a script."""
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:
+                pass
+        os._exit(code)
 
     def _begin(self, exec_id, stdin):
         for name, fd in (("stdout", 1), ("stderr", 2)):
@@ -253,6 +283,9 @@ class Kernel:
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
         with self.state:
             self.current = exec_id
+            if self.early_interrupt == exec_id:
+                self.pending_interrupt = True  # raised when user code starts
+            self.early_interrupt = None
             self.state.notify_all()
 
     @staticmethod
@@ -285,7 +318,7 @@ class Kernel:
                     f.flush()
                 except Exception:
                     pass
-            marker = b"\x00\x1bsandboxd-sync-" + os.urandom(16).hex().encode() + b"\x00"
+            marker = SYNC_PREFIX + os.urandom(16).hex().encode() + b"\x00"
             pump = self.pumps[name]
             pump.expect(marker)
             os.write(self.pipe_w[name], marker)
@@ -309,8 +342,11 @@ class Kernel:
     def _user(self, fn):
         """Runs fn as user code: interruptible, SystemExit mapped to an exit
         code the way the interpreter would map it."""
-        self._resume_user()
         try:
+            # inside the try: a pending interrupt raised here must not leave
+            # in_user_code set, or a later SIGINT would raise inside the
+            # runner's own stream sync
+            self._resume_user()
             return fn()
         except SystemExit as e:
             raise ExitRequested(self._exit_code(e.code)) from None
@@ -378,15 +414,37 @@ class Kernel:
         return value
 
     def _describe(self, e):
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == RUNNER_FILE:
-            tb = tb.tb_next  # the runner's own frames are noise to the caller
-        text = "".join(traceback.format_exception(type(e), e, tb))
+        todo, seen = [e], set()
+        while todo:  # e and the exceptions chained to it
+            x = todo.pop()
+            if x is None or id(x) in seen:
+                continue
+            seen.add(id(x))
+            x.__traceback__ = self._caller_frames(x.__traceback__)
+            todo += [x.__cause__, x.__context__]
+        text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         try:
             self.stderr.write(text)
         except Exception:
             pass
         return {"type": type(e).__name__, "message": str(e), "traceback": text}
+
+    @staticmethod
+    def _caller_frames(tb):
+        """tb without the runner's frames before the caller's first and after
+        its last: the runner's call into caller code, and the SIGINT handler
+        that raised KeyboardInterrupt on top of the caller's frame. They are
+        noise to the caller, and name the runner's file."""
+        while tb is not None and tb.tb_frame.f_code.co_filename == RUNNER_FILE:
+            tb = tb.tb_next
+        last, t = None, tb
+        while t is not None:
+            if t.tb_frame.f_code.co_filename != RUNNER_FILE:
+                last = t
+            t = t.tb_next
+        if last is not None:
+            last.tb_next = None  # writable since Python 3.7
+        return tb
 
     # -- rich output -------------------------------------------------------
     def display(self, *objs):
@@ -440,6 +498,9 @@ class Kernel:
             return None
 
     def _send_display(self, mime, payload):
+        if self.forked():
+            self.diag("display in a forked process dropped")
+            return
         with self.state:
             exec_id = self.current
         if exec_id is None:

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +59,14 @@ func TestPythonInterrupt(t *testing.T) {
 	r := k.collect(id, 30*time.Second)
 	if r.result.Exception == nil || r.result.Exception.Type != "KeyboardInterrupt" || r.result.ExitCode == 0 {
 		t.Fatalf("result %+v exception %+v", r.result, r.result.Exception)
+	}
+	// only the caller's frames: the runner's signal handler raised it,
+	// but it is no frame of the caller's code
+	if tb := r.result.Exception.Traceback; !strings.Contains(tb, "<exec-1>") || strings.Contains(tb, "main.py") || strings.Contains(tb, "_on_sigint") {
+		t.Fatalf("traceback:\n%s", tb)
+	}
+	if strings.Contains(r.stderr, "_on_sigint") {
+		t.Fatalf("stderr shows the runner's frame:\n%s", r.stderr)
 	}
 	if got := k.exec("print('alive')").mustOK(t).stdout; got != "alive\n" {
 		t.Fatalf("after interrupt: %q", got)
@@ -168,46 +175,25 @@ func TestPythonEntrypoint(t *testing.T) {
 	if string(r.result.ReturnValue) != "[1.5,1.5]" {
 		t.Fatalf("async main: %s", r.result.ReturnValue)
 	}
-	cases := []struct{ code, entry, typ string }{
+	testEntryFailures(t, k, []entryFailure{
 		{"def main():\n    return object()\n", "main", "ReturnValueError"},
 		{"def main():\n    return float('nan')\n", "main", "ReturnValueError"},
 		{"x = 1\n", "undefined_fn", "EntrypointError"},
 		{"def main():\n    raise ValueError('bad input')\n", "main", "ValueError"},
-	}
-	for _, tc := range cases {
-		r := k.exec(tc.code, withEntry(tc.entry, ""))
-		if r.result.Exception == nil || r.result.Exception.Type != tc.typ || r.result.ExitCode != 1 || r.result.ReturnValue != nil {
-			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, r.result.Exception)
-		}
-	}
+	})
 }
 
 func TestPythonExceptions(t *testing.T) {
-	k := startKernel(t, "python")
-	cases := []struct{ code, typ, msg, tb string }{
+	testExceptions(t, "python", "main.py", []excCase{
 		{"def f():\n    return {}['k']\nf()\n", "KeyError", "'k'", "line 2, in f"},
 		{"1/0", "ZeroDivisionError", "division by zero", "<exec-2>"},
 		{"def (:\n", "SyntaxError", "invalid syntax", "def (:"},
 		{"raise KeyboardInterrupt", "KeyboardInterrupt", "", "KeyboardInterrupt"},
-	}
-	for _, tc := range cases {
-		r := k.exec(tc.code)
-		e := r.result.Exception
-		if e == nil || e.Type != tc.typ || !strings.Contains(e.Message, tc.msg) || !strings.Contains(e.Traceback, tc.tb) || r.result.ExitCode != 1 {
-			t.Fatalf("%q: exit %d exception %+v", tc.code, r.result.ExitCode, e)
-		}
-		if strings.Contains(e.Traceback, "main.py") {
-			t.Fatalf("traceback shows the runner's frames:\n%s", e.Traceback)
-		}
-		if !strings.Contains(r.stderr, tc.typ) {
-			t.Fatalf("stderr lacks the traceback: %q", r.stderr)
-		}
-	}
+	})
 }
 
 func TestPythonStreamOrderAndRawFDs(t *testing.T) {
-	k := startKernel(t, "python")
-	code := `import os, sys, subprocess
+	testStreamOrderAndRawFDs(t, "python", `import os, sys, subprocess
 for i in range(200):
     print("out", i)
     print("err", i, file=sys.stderr)
@@ -216,18 +202,7 @@ os.write(1, b"\xff\xe2\x82")  # not UTF-8, then half of a euro sign
 os.write(1, b"\xac\n")          # its other half: one character
 os.write(2, b"raw-err\n")
 subprocess.run(["/bin/sh", "-c", "echo child-out; echo child-err >&2"], check=True)
-`
-	r := k.exec(code).mustOK(t)
-	var wantOut, wantErr strings.Builder
-	for i := 0; i < 200; i++ {
-		wantOut.WriteString("out " + strconv.Itoa(i) + "\n")
-		wantErr.WriteString("err " + strconv.Itoa(i) + "\n")
-	}
-	wantOut.WriteString("raw-out\n\uFFFD€\nchild-out\n")
-	wantErr.WriteString("raw-err\nchild-err\n")
-	if r.stdout != wantOut.String() || r.stderr != wantErr.String() {
-		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)
-	}
+`)
 }
 
 func TestPythonLargeOutputStreams(t *testing.T) {
@@ -279,8 +254,7 @@ display("main")
 // frame must still belong to the exec running when it is sent (protocol.Conn
 // fails the test otherwise), and nothing may come after a result.
 func TestPythonBackgroundOutputStaysInsideExecs(t *testing.T) {
-	k := startKernel(t, "python")
-	k.exec(`import threading, time, sys
+	testBackgroundOutput(t, "python", `import threading, time, sys
 def chatter():
     i = 0
     while True:
@@ -289,13 +263,48 @@ def chatter():
         if i % 50 == 0:
             display(i)
 threading.Thread(target=chatter, daemon=True).start()
-`).mustOK(t)
-	seen := 0
-	for i := 0; i < 40; i++ {
-		r := k.exec("pass").mustOK(t)
-		seen += strings.Count(r.stdout, "bg ")
+`, "pass")
+}
+
+// A copy of the runner forked by caller code that returns into the runner
+// (instead of exiting) has no stream pumps: it must end there, without
+// writing a sync marker into the pipes it shares with the runner (the
+// runner's pump sent that marker as output) or hanging in a sync.
+func TestPythonForkedChildLeaksNoMarker(t *testing.T) {
+	k := startKernel(t, "python")
+	r := k.exec("import os\nif os.fork() == 0:\n    print('child', flush=True)\nelse:\n    print('parent', flush=True)\n").mustOK(t)
+	r2 := k.exec("import time\ntime.sleep(0.5)\nprint('next')").mustOK(t)
+	out := r.stdout + r2.stdout
+	if strings.Contains(out, "sandboxd-sync") || !strings.Contains(out, "child") || !strings.Contains(out, "parent") {
+		t.Fatalf("stdout %q then %q", r.stdout, r2.stdout)
 	}
-	if seen == 0 {
-		t.Fatal("the background thread's output never arrived")
+}
+
+// A sync marker in the output that is not the one the runner waits for (a
+// stale one, or one written by another process) is dropped, never sent.
+func TestPythonForeignMarkerDropped(t *testing.T) {
+	k := startKernel(t, "python")
+	r := k.exec(`import os
+os.write(1, b"a\x00\x1bsandboxd-sync-" + b"0" * 32 + b"\x00b\n")
+os.write(1, b"c\x00\x1bsandboxd-sy")
+os.write(1, b"nc-" + b"1" * 32 + b"\x00d\n")
+`).mustOK(t)
+	if r.stdout != "ab\ncd\n" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+}
+
+// An interrupt that arrives before its exec has begun (the supervisor's
+// timeout of a runner slowed by CPU throttling) interrupts the exec when
+// it begins, rather than being lost until the kernel is killed.
+func TestPythonInterruptBeforeExecBegins(t *testing.T) {
+	k := startKernel(t, "python", ModeEnv+"="+ModeOnce)
+	id := k.send("while True: pass")
+	if err := k.enc.Interrupt(id); err != nil {
+		t.Fatal(err)
+	}
+	r := k.collect(id, 10*time.Second)
+	if e := r.result.Exception; e == nil || e.Type != "KeyboardInterrupt" || strings.Contains(e.Traceback, "main.py") {
+		t.Fatalf("result %+v exception %+v", r.result, e)
 	}
 }
