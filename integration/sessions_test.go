@@ -286,6 +286,12 @@ func TestSessionQuota(t *testing.T) {
 	if r := s.sessionExec(t, sess.ID, py("print(len(open('b.bin','rb').read()))")); r.Stdout != fmt.Sprintf("%d\n", 3<<20) {
 		t.Fatalf("%+v", r)
 	}
+	// A kernel exec that passes the quota in one write and returns before
+	// the watcher's next poll is caught by the measurement after the exec.
+	r = s.sessionExec(t, sess.ID, py("open('fast.bin','wb').write(b'x' * (6 << 20))"))
+	if !r.QuotaExceeded {
+		t.Fatalf("a fast write past the quota went unnoticed: %+v", r)
+	}
 }
 
 func TestSessionTTLAndArchive(t *testing.T) {

@@ -35,6 +35,7 @@ type Sandbox struct {
 	ctx    context.Context // done once the sandbox is stopping
 	done   chan struct{}
 	exit   SandboxExit
+	quota  quotaCheck // the workspace's, measured at the reap and by OverQuota
 }
 
 // SandboxExit is how a sandbox ended, known once Done is closed.
@@ -72,7 +73,7 @@ func (h *HelperLauncher) Start(ctx context.Context, req Request, stdout func(io.
 		return nil, err
 	}
 	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	sb := &Sandbox{h: h, req: req, hp: hp, cancel: cancel, ctx: sctx, done: make(chan struct{})}
+	sb := &Sandbox{h: h, req: req, hp: hp, cancel: cancel, ctx: sctx, done: make(chan struct{}), quota: pw.quotaCheck(req)}
 	go func() {
 		select {
 		case <-ctx.Done(): // the owner's context (the supervisor's life)
@@ -154,6 +155,12 @@ func (sb *Sandbox) MemoryBytes() int64 {
 // OOMKilled reports whether the kernel OOM-killed a process of the
 // sandbox so far (a kernel whose caller code was killed may live on).
 func (sb *Sandbox) OOMKilled() bool { return sb.hp.cg != nil && sb.hp.cg.OOMKilled() }
+
+// OverQuota measures the workspace now. The watcher polls, so a kernel exec
+// that writes past the quota and ends before the next poll is caught only
+// here -- as a process exec is by the measurement at its reap. It fails
+// closed like the watcher (an unmeasurable workspace is over, err says why).
+func (sb *Sandbox) OverQuota() (bool, error) { return sb.quota.over() }
 
 // Stop kills every process of the sandbox (its pid 1 first, as for a
 // timed-out exec) and waits until it is reaped. A graceful end (an

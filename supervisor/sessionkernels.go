@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/kernel/runners"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -90,6 +91,9 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 		ex := k.sb.Stop()
 		o.exit = &ex
 	}
+	if o.exit == nil {
+		o.exit = stopIfOverQuota(k)
+	}
 	res := assemble(d, sink, o)
 	res.Policy.Environment = s.environmentRef(k.environment)
 	res.Network = network()
@@ -104,6 +108,23 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 	s.kernelReapRecord(d, d.launch.Caller, k, res, o)
 	rl.CollectArtifacts(d.launch, d.launch.SessionWorkspace, res)
 	return res, nil
+}
+
+// stopIfOverQuota measures the session's workspace after a kernel exec that
+// left the kernel running. Past the quota (or unmeasurable), the kernel is
+// stopped as the watcher would have stopped it, and the exit says why: an
+// exec that wrote past the quota between two polls is not let off.
+func stopIfOverQuota(k *kernel) *launch.SandboxExit {
+	over, err := k.sb.OverQuota()
+	if !over {
+		return nil
+	}
+	ex := k.sb.Stop()
+	ex.QuotaExceeded = true
+	if err != nil && ex.QuotaErr == "" {
+		ex.QuotaErr = err.Error()
+	}
+	return &ex
 }
 
 // handleKernelRestart serves POST /v1/sessions/{id}/kernels/{language}/restart:
