@@ -380,11 +380,17 @@ func languageOf(runtime string) string { return runtime }
 
 // warmEligible reports the key of a decided exec the pool may serve: a
 // one-shot process exec of an ordinary kind (no session, no entrypoint,
-// network none). Its key must still match a warm sandbox's (take).
+// network none, no env). Its key must still match a warm sandbox's (take).
+//
+// A request with env launches cold: the stub could set its environment
+// (os.environ, process.env) and its children's, but not the process's own
+// /proc/self/environ, which the kernel keeps from its execve and only
+// prctl(PR_SET_MM_ENV_START) with CAP_SYS_RESOURCE could move; a payload
+// reading it would see the base without the request's names (I4).
 func warmEligible(sess *Session, d decision) (warmKey, bool) {
 	l := d.launch
 	if sess != nil || l.SessionWorkspace != "" || d.mode != api.ModeProcess || d.entrypoint != "" ||
-		l.Network != api.NetworkNone || l.Probe || l.Kernel != "" {
+		l.Network != api.NetworkNone || l.Probe || l.Kernel != "" || len(l.Env) > 0 {
 		return warmKey{}, false
 	}
 	return keyOf(l), true
