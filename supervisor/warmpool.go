@@ -69,6 +69,17 @@ type warmEntry struct {
 	fp string
 }
 
+// unusable says why e must not be used under fingerprint fp ("": usable).
+func (e *warmEntry) unusable(fp string) string {
+	switch {
+	case e.fp != fp:
+		return "stale: the helper, its config, the profile or an environment changed since it was built"
+	case isClosed(e.sb.Dead()):
+		return "dead: it ended while idle"
+	}
+	return ""
+}
+
 // warmPool holds the idle warm sandboxes by key.
 type warmPool struct {
 	size        int
@@ -180,7 +191,8 @@ func (p *warmPool) take(key warmKey) warmSandbox {
 	for list := p.idle[key]; len(list) > 0 && got == nil; list = p.idle[key] {
 		e := list[0]
 		p.idle[key] = list[1:]
-		if e.fp != fp || isClosed(e.sb.Dead()) {
+		if why := e.unusable(fp); why != "" {
+			p.log.Info("warm sandbox destroyed unused", "launch_id", e.sb.ID(), "reason", why)
 			drop = append(drop, e)
 			continue
 		}
@@ -211,7 +223,8 @@ func (p *warmPool) recheck() {
 	for k, list := range p.idle {
 		kept := list[:0:0]
 		for _, e := range list {
-			if e.fp != fp || isClosed(e.sb.Dead()) {
+			if why := e.unusable(fp); why != "" {
+				p.log.Info("warm sandbox destroyed unused", "launch_id", e.sb.ID(), "reason", why)
 				drop = append(drop, e)
 			} else {
 				kept = append(kept, e)

@@ -83,9 +83,15 @@ def _sandboxd_take():
     if threading is not None:
         threading.excepthook = threading.__excepthook__ = thread_hook
 
-    def uncaught():
+    def uncaught(e):
         # From here on only the interpreter's top-level printer runs.
         io.open = source_open
+        if isinstance(e, SyntaxError) and e.filename == filename and e.lineno:
+            # The parser took the line from the file on disk (this stub),
+            # as a cold launch takes it from the code's file.
+            lines = text.splitlines(True)
+            if 0 < e.lineno <= len(lines):
+                e.text = lines[e.lineno - 1]
 
     # The except clause below reaches it through _thread, not a global.
     thread_hook.sandboxd_uncaught = uncaught
@@ -93,15 +99,16 @@ def _sandboxd_take():
     keep = g.pop("_sandboxd_globals")
     g.clear()
     g.update(keep)
-    return compile(src, filename, "exec"), g
+    return src, filename, "exec"
 
 
-# Run at module level of this file, so that an uncaught exception's
-# traceback is the cold one: the bootstrap's "<string>" frame, then the
-# code's. This frame's own entry is cut before it propagates.
+# Compiled and run at module level of this file, in its globals (now the
+# cold ones), so that an uncaught exception's traceback is the cold one: the
+# bootstrap's "<string>" frame, then the code's. This frame's own entry is
+# cut before it propagates.
 try:
-    exec(*_sandboxd_take())
+    exec(compile(*_sandboxd_take()))
 except BaseException as __sandboxd_e:
     __sandboxd_e.__traceback__ = __sandboxd_e.__traceback__.tb_next
-    getattr(__import__("_thread")._excepthook, "sandboxd_uncaught", int)()
+    getattr(__import__("_thread")._excepthook, "sandboxd_uncaught", id)(__sandboxd_e)
     raise
