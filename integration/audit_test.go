@@ -132,7 +132,8 @@ func jsonEqual(a, b any) bool {
 func TestAuditRecordSets(t *testing.T) {
 	in := setup(t)
 	path := auditLogPath(in)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path}})
+	// The cold trail; a warm exec's is TestWarmAuditTrail's.
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--warm-pool", "0"}})
 
 	ok := s.exec(map[string]any{"language": "python", "code": "print(1)", "env": map[string]string{"API_TOKEN": "t0k3n-secret"}})
 	timeout := s.exec(map[string]any{"language": "python", "code": "import time\nprint('started', flush=True)\ntime.sleep(30)", "timeout_ms": 1000})
@@ -307,7 +308,9 @@ func TestAuditHelperFailure(t *testing.T) {
 func TestAuditSupervisorKilledMidExec(t *testing.T) {
 	in := setup(t)
 	path := auditLogPath(in)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path}})
+	// The cold trail (the exec is found by its exec step); a warm one is
+	// TestWarmPoolSIGKILLLeavesNothing's.
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--warm-pool", "0"}})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -66,7 +66,7 @@ func TestHealthReportsCgroups(t *testing.T) {
 	if r.Policy.Limits.MemoryBytes != 2<<30 || r.Policy.Limits.Pids != 256 || r.Policy.Limits.CPUs != 1 {
 		t.Errorf("attested limits %v: want the defaults, enforced", r.Policy.Limits)
 	}
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
 }
@@ -93,17 +93,17 @@ while True:
 	if r := s.exec(py("print('neighbour ok')")); r.Stdout != "neighbour ok\n" {
 		t.Fatalf("a concurrent exec failed during the fork bomb: %+v", r)
 	}
-	if n := len(userProcesses(in.uid, s.cmd.Process.Pid)); n > 64+8 {
+	if n := len(s.execProcessesNow()); n > 64+8 {
 		t.Errorf("%d processes of the service user during the bomb, limit 64", n)
 	}
 	r := <-done
 	if !strings.Contains(r.Stdout, "fork refused: 11") {
 		t.Errorf("the bomb was never refused a fork (EAGAIN): %q %q", r.Stdout, r.Stderr)
 	}
-	if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+	if left := s.execProcesses(); len(left) > 0 {
 		t.Fatalf("processes left after the bomb: %v", left)
 	}
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
 }
@@ -234,7 +234,7 @@ if pid: os.waitpid(pid, 0)
 		}
 		t.Logf("statuses %v", fmt.Sprint(codes))
 	})
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
 }

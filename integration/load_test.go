@@ -50,6 +50,7 @@ func TestLoad(t *testing.T) {
 		s.exec(py("print(1)"))
 	}
 	time.Sleep(500 * time.Millisecond) // the warm-up's connections close
+	waitPoolFull(t, s)                 // its sandboxes are in both counts
 	before := snap()
 	var done, failed atomic.Int64
 	deadline := time.Now().Add(maxDur)
@@ -82,6 +83,7 @@ func TestLoad(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	time.Sleep(500 * time.Millisecond) // let the last answers' cleanup settle
+	waitPoolFull(t, s)
 	after := snap()
 	fmt.Printf("\nsandboxd load: %d one-shot execs (%d failed) at concurrency 4 in %v (%.1f/s)\n",
 		done.Load(), failed.Load(), elapsed.Round(time.Second), float64(done.Load())/elapsed.Seconds())

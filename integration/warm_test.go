@@ -292,3 +292,113 @@ func TestWarmPoolSIGKILLLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// idleWarm lists the launch ids of the warm pool sandboxes that are idle
+// now: a warm prepare with neither a warm_exec naming it (taken) nor a
+// reap under its id (destroyed). Their processes and cgroups belong to no
+// exec.
+func (s *supervisor) idleWarm() map[string]bool {
+	idle := map[string]bool{}
+	gone := map[string]bool{}
+	for _, r := range s.auditRecords() {
+		id, _ := r["exec_id"].(string)
+		f, _ := r["facts"].(map[string]any)
+		switch r["step"] {
+		case "prepare":
+			if f["kernel"] == "warm" {
+				idle[id] = true
+			}
+		case "warm_exec":
+			l, _ := f["launch_id"].(string)
+			gone[l] = true
+		case "reap":
+			gone[id] = true
+		}
+	}
+	for id := range gone {
+		delete(idle, id)
+	}
+	return idle
+}
+
+// inIdleWarm reports whether pid is in the cgroup of an idle warm sandbox.
+func inIdleWarm(pid string, idle map[string]bool) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if idle[filepath.Base(line)] {
+			return true
+		}
+	}
+	return false
+}
+
+// execProcesses lists the service user's processes other than the
+// supervisor and its idle warm pool sandboxes. On cgroup v1 a helper is
+// moved into its cgroup only after it started, so a pool build in flight
+// may show for a moment: a non-empty list is looked at again for up to 3 s.
+func (s *supervisor) execProcesses() []string {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		out := s.execProcessesNow()
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// execProcessesNow is execProcesses without the second look (counts).
+func (s *supervisor) execProcessesNow() []string {
+	procs := userProcesses(s.in.uid, s.cmd.Process.Pid)
+	idle := s.idleWarm()
+	var out []string
+	for _, p := range procs {
+		if pid, _, _ := strings.Cut(p, "("); !inIdleWarm(pid, idle) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// execCgroupsLeft is installation.execCgroupsLeft without the cgroups of
+// the supervisor's idle warm pool sandboxes.
+func (s *supervisor) execCgroupsLeft() []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		idle := s.idleWarm()
+		var left []string
+		for _, c := range s.in.execCgroupsNow() {
+			if !idle[filepath.Base(c)] {
+				left = append(left, c)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// launchOf is the launch id an exec ran under: its warm sandbox's for a
+// warm exec (whose workspace and cgroup are named by it), else its own.
+func (s *supervisor) launchOf(execID string) string {
+	for _, r := range s.auditRecords() {
+		if f, _ := r["facts"].(map[string]any); r["exec_id"] == execID && r["step"] == "warm_exec" {
+			if l, _ := f["launch_id"].(string); l != "" {
+				return l
+			}
+		}
+	}
+	return execID
+}
+
+// waitPoolFull waits until the pool holds its default two idle sandboxes
+// of each language (make load compares counts with the pool full).
+func waitPoolFull(t *testing.T, s *supervisor) {
+	t.Helper()
+	waitWarm(t, s, "python", 2)
+	waitWarm(t, s, "javascript", 2)
+}
