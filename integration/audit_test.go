@@ -360,7 +360,7 @@ func TestAuditSupervisorKilledMidExec(t *testing.T) {
 		t.Fatalf("verify before the restart: exit %d\n%s", code, out)
 	}
 
-	s2 := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path}})
+	s2 := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--warm-pool", "0"}})
 	r := s2.exec(py("print('after')"))
 	s2.stop()
 	recs := auditRead(t, path)
