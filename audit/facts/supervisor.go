@@ -192,8 +192,9 @@ func (*Reap) Sentences() []Sentence {
 		{When: OnlyFailed, Text: "The helper exited {helper_exit}; its stderr began: {stderr_head|q}."},
 		{Text: "In kernel {kernel_id} (execution count {execution_count}); displays {displays}."},
 		{Text: "The kernel broke the channel protocol and was killed: {protocol_error}."},
-		{Text: "Ran in the warm sandbox {launch_id} (warm: {warm})."},
-		{Text: "A warm sandbox (warm: {warm}), taken by exec {taken_by}."},
+		{Text: "A warm pool sandbox: {warm}."},
+		{Text: "Ran in the warm sandbox {launch_id}."},
+		{Text: "The warm sandbox was taken by exec {taken_by}."},
 	}
 }
 
