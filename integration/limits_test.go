@@ -25,19 +25,9 @@ func rssKB(t *testing.T, pid int) int64 {
 	return n
 }
 
-// execCgroupsLeft lists exec cgroups still below the delegated directories,
-// after giving the supervisor's asynchronous removal up to 5 s.
-func (in *installation) execCgroupsLeft() []string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := in.execCgroupsNow()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
+// execCgroupsNow lists the exec cgroups below the delegated directories
+// (supervisor.execCgroupsLeft waits for them to go, without the idle warm
+// pool's).
 func (in *installation) execCgroupsNow() []string {
 	var left []string
 	for _, d := range in.cgroupDirs {
