@@ -395,3 +395,49 @@ func (s *supervisor) launchOf(execID string) string {
 	}
 	return execID
 }
+
+// TestWarmPoolShutdownWhileBuilding: a supervisor stopped while its pool
+// is still being built (right after start, and right after a take) exits
+// promptly and leaves no sandbox process, cgroup or workspace behind: a
+// sandbox destroyed mid-build is killed only once bwrap has reported its
+// pid 1 (launch.Warm.destroy).
+func TestWarmPoolShutdownWhileBuilding(t *testing.T) {
+	in := setup(t)
+	for i := 0; i < 6; i++ {
+		s := in.startSupervisor(t, supervisorOpts{})
+		if i%2 == 1 {
+			waitWarm(t, s, "python", 2)
+			s.exec(py("print(1)")) // its replacement is being built
+		} else {
+			time.Sleep(time.Duration(i*40) * time.Millisecond)
+		}
+		start := time.Now()
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(8 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			t.Fatalf("round %d: the supervisor did not exit within 8 s of SIGTERM", i)
+		}
+		took := time.Since(start)
+		var left []string
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			left = userProcesses(in.uid)
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(left) > 0 {
+			t.Fatalf("round %d: processes left after a clean stop (%v): %v", i, took, left)
+		}
+		if cg := in.execCgroupsNow(); len(cg) > 0 {
+			t.Fatalf("round %d: cgroups left after a clean stop: %v", i, cg)
+		}
+		if ents, _ := os.ReadDir(in.path("state/workspaces")); len(ents) > 0 {
+			t.Fatalf("round %d: %d workspaces left after a clean stop", i, len(ents))
+		}
+	}
+}

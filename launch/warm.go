@@ -180,9 +180,17 @@ func (w *Warm) Stop() {
 	<-w.done
 }
 
-// destroy kills the sandbox, reaps it and ends its launch trail.
+// destroy kills the sandbox, reaps it and ends its launch trail. A pool
+// destroys sandboxes while they are still being built (at shutdown, on a
+// stale fingerprint), so it first waits for bwrap to report the sandbox's
+// pid 1: killing the helper before that leaves bwrap to its parent-death
+// signal, and a bwrap caught between its setns into the user namespace
+// (which clears the signal, as any change of capabilities does) and its
+// own --die-with-parent outlives the helper as the namespace owner's uid,
+// out of the supervisor's reach, holding the status pipe teardown reads.
 func (w *Warm) destroy() {
 	defer close(w.done)
+	w.awaitStarted(startWait)
 	select {
 	case <-w.bound:
 	default:
@@ -193,6 +201,24 @@ func (w *Warm) destroy() {
 	hr, err := w.h.finishHelper(ctx, w.hp, w.cleanup, 0, quotaCheck{})
 	w.pw.close()
 	w.reapLaunch(hr, err, "")
+}
+
+// startWait bounds destroy's wait for a sandbox still being built.
+const startWait = 10 * time.Second
+
+// awaitStarted waits, up to d, until bwrap has reported the sandbox's pid
+// 1 (the pidfd kill then takes the whole pid namespace) or the helper has
+// exited. What it takes from a channel it puts back for teardown.
+func (w *Warm) awaitStarted(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case fd := <-w.hp.pidfd:
+		w.hp.pidfd <- fd
+	case ws := <-w.hp.waited:
+		w.hp.waited <- ws
+	case <-t.C:
+	}
 }
 
 // reapLaunch ends the warm launch's own trail: how the sandbox ended and,
