@@ -400,7 +400,7 @@ func TestSupervisorKilledMidExecAndUpload(t *testing.T) {
 	if status, _ := s3.raw("GET", "/v1/sessions/"+sess.ID+"/files/big.bin", nil); status != 404 {
 		t.Fatalf("partial upload readable: %d", status)
 	}
-	if left := s.execCgroupsLeft(); len(left) > 0 {
+	if left := s3.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left after the restart: %v", left)
 	}
 	if r := s3.sessionExec(t, sess.ID, py("print(open('keep.txt').read())")); r.Stdout != "kept\n" {

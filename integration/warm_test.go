@@ -145,8 +145,10 @@ func grepLines(s, sub string) string {
 
 func TestWarmFidelity(t *testing.T) {
 	in := setup(t)
-	warm := in.startSupervisor(t, supervisorOpts{})
+	// The cold one first: a supervisor's start-up sweep kills every exec
+	// cgroup of the delegated subtree, another supervisor's pool included.
 	cold := in.startSupervisor(t, supervisorOpts{extra: []string{"--warm-pool", "0"}})
+	warm := in.startSupervisor(t, supervisorOpts{})
 	for _, c := range warmCorpus {
 		t.Run(c.name, func(t *testing.T) {
 			rt, _ := c.req["language"].(string)

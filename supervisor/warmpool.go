@@ -272,13 +272,18 @@ func (p *warmPool) close() {
 	p.builders.Wait()
 }
 
-// idleCounts is the number of idle sandboxes per runtime (metrics).
+// idleCounts is the number of idle sandboxes per runtime that are still
+// alive (metrics).
 func (p *warmPool) idleCounts() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
 	for k, list := range p.idle {
-		out[k.Runtime] += len(list)
+		for _, e := range list {
+			if !isClosed(e.sb.Dead()) {
+				out[k.Runtime]++
+			}
+		}
 	}
 	return out
 }
