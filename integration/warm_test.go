@@ -79,6 +79,9 @@ console.log(JSON.stringify({argv: process.argv, env: process.env, main: require.
 	{"javascript fds", map[string]any{"language": "javascript", "code": "console.log(require('fs').readdirSync('/proc/self/fd').length <= 5, require('fs').readFileSync('/proc/self/status','utf8').split('\\n').filter(l => /^(Cap|Seccomp|NoNewPrivs)/.test(l)).join(';'))"}},
 }
 
+// warmOn is the pool these tests need, whatever SANDBOXD_IT_WARM_POOL says.
+var warmOn = []string{"--warm-pool", "2"}
+
 // volatile are fields that differ between any two launches.
 var volatile = regexp.MustCompile(`"(duration_ms|id|cpu_ms|max_rss_kb|sha256)":\s*("[^"]*"|[0-9.]+)`)
 
@@ -148,7 +151,7 @@ func TestWarmFidelity(t *testing.T) {
 	// The cold one first: a supervisor's start-up sweep kills every exec
 	// cgroup of the delegated subtree, another supervisor's pool included.
 	cold := in.startSupervisor(t, supervisorOpts{extra: []string{"--warm-pool", "0"}})
-	warm := in.startSupervisor(t, supervisorOpts{})
+	warm := in.startSupervisor(t, supervisorOpts{extra: warmOn})
 	for _, c := range warmCorpus {
 		t.Run(c.name, func(t *testing.T) {
 			rt, _ := c.req["language"].(string)
@@ -248,7 +251,7 @@ func sandboxProcesses(in *installation, sub string) []string {
 // and no warm cgroup or workspace.
 func TestWarmPoolSIGKILLLeavesNothing(t *testing.T) {
 	in := setup(t)
-	s := in.startSupervisor(t, supervisorOpts{})
+	s := in.startSupervisor(t, supervisorOpts{extra: warmOn})
 	waitWarm(t, s, "python", 2)
 	waitWarm(t, s, "javascript", 2)
 	ids := map[string]bool{}
@@ -406,7 +409,7 @@ func (s *supervisor) launchOf(execID string) string {
 func TestWarmPoolShutdownWhileBuilding(t *testing.T) {
 	in := setup(t)
 	for i := 0; i < 6; i++ {
-		s := in.startSupervisor(t, supervisorOpts{})
+		s := in.startSupervisor(t, supervisorOpts{extra: warmOn})
 		if i%2 == 1 {
 			waitWarm(t, s, "python", 2)
 			s.exec(py("print(1)")) // its replacement is being built
