@@ -446,3 +446,65 @@ func TestWarmPoolShutdownWhileBuilding(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmAuditTrail: a warm exec's trail is accept, decide, warm_exec
+// (linking the warm sandbox's launch id, written before the code was handed
+// over), reap (warm: true); the launch's own trail is prepare (kernel:
+// warm), the helper's steps and a reap naming the exec; the result's
+// attestation is the launch's exec step; `sandboxctl audit show` tells
+// both halves and the log verifies.
+func TestWarmAuditTrail(t *testing.T) {
+	in := setup(t)
+	path := auditLogPath(in)
+	s := in.startSupervisor(t, supervisorOpts{extra: append([]string{"--audit-log", path}, warmOn...)})
+	waitWarm(t, s, "python", 2)
+	r := s.exec(map[string]any{"language": "python", "code": "print(open('in.txt').read())", "timeout_ms": 5000,
+		"files": []map[string]any{{"path": "in.txt", "content_base64": "aGk="}}})
+	if r.Stdout != "hi\n" {
+		t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+	}
+	s.stop()
+	recs := auditRead(t, path)
+	mine := auditExec(recs, r.ID)
+	if got := auditSteps(mine); got != "accept decide warm_exec reap" {
+		t.Fatalf("steps of the warm exec %q", got)
+	}
+	we := auditStep(mine, "warm_exec").FactMap()
+	launchID, _ := we["launch_id"].(string)
+	if launchID == "" || we["warm"] != true || we["files"] != float64(1) || we["file_bytes"] != float64(2) {
+		t.Fatalf("warm_exec facts %v", we)
+	}
+	if !jsonEqual(r.Policy.Limits, we["limits"]) {
+		t.Errorf("attested limits %v, warm_exec (as set) %v", r.Policy.Limits, we["limits"])
+	}
+	reap := auditStep(mine, "reap").FactMap()
+	if reap["warm"] != true || reap["launch_id"] != launchID || reap["exit_code"] != float64(0) {
+		t.Errorf("the exec's reap facts %v", reap)
+	}
+	launch := auditExec(recs, launchID)
+	if got := auditSteps(launch); got != "prepare enter network seccomp drop exec reap" {
+		t.Fatalf("steps of the warm launch %q", got)
+	}
+	if k := auditStep(launch, "prepare").FactMap()["kernel"]; k != "warm" {
+		t.Errorf("warm prepare kernel %v", k)
+	}
+	if f := auditStep(launch, "reap").FactMap(); f["taken_by"] != r.ID || f["warm"] != true {
+		t.Errorf("the warm launch's reap facts %v", f)
+	}
+	ex := auditStep(launch, "exec").FactMap()
+	if r.Policy.ProfileSHA256 == "" || r.Policy.ProfileSHA256 != ex["profile_sha256"] || r.Policy.MountsSHA256 != ex["mounts_sha256"] {
+		t.Errorf("attestation %+v, the warm launch's exec record %v", r.Policy, ex)
+	}
+	if auditStep(mine, "warm_exec").Seq <= auditStep(launch, "exec").Seq {
+		t.Error("the warm_exec record comes before the launch's exec step")
+	}
+	out, code := sandboxctlAudit(t, in, "show", "--log", path, r.ID)
+	if code != 0 || !strings.Contains(out, "warm sandbox "+launchID) || !strings.Contains(out, "Handed to the warm python sandbox") ||
+		!strings.Contains(out, "seccomp") || !strings.Contains(out, "outcome: ran: exit code 0") {
+		t.Fatalf("show: exit %d\n%s", code, out)
+	}
+	t.Logf("sandboxctl audit show:\n%s", out)
+	if out, code := sandboxctlAudit(t, in, "verify", path); code != 0 {
+		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+}

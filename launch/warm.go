@@ -38,6 +38,8 @@ type Warm struct {
 	dead    chan struct{} // closed if the helper exited while idle
 	claimed chan struct{} // closed by the one Run or Stop that owns it
 	done    chan struct{} // closed once it is reaped
+	ready   chan struct{} // closed once bwrap has reported the sandbox's pid 1
+	watched chan struct{} // closed once watchReady has let go of hp.pidfd
 	once    sync.Once
 }
 
@@ -50,7 +52,7 @@ func (h *HelperLauncher) StartWarm(req Request) (*Warm, error) {
 		return nil, err
 	}
 	w := &Warm{h: h, req: req, pw: pw, bound: make(chan struct{}), dead: make(chan struct{}),
-		claimed: make(chan struct{}), done: make(chan struct{})}
+		claimed: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{}), watched: make(chan struct{})}
 	hp, cleanup, err := h.startHelper(req, buildSpec(req, pw.name), helperIO{keepStdin: true, bound: w.bound})
 	if err != nil {
 		pw.close()
@@ -59,8 +61,29 @@ func (h *HelperLauncher) StartWarm(req Request) (*Warm, error) {
 	}
 	w.hp, w.cleanup = hp, cleanup
 	go w.watchIdle()
+	go w.watchReady()
 	return w, nil
 }
+
+// watchReady closes ready once bwrap has reported the sandbox's pid 1 (the
+// helper's steps are done and the stub is starting). The pidfd goes back
+// for teardown; Run and destroy wait for watched before anything reads it.
+func (w *Warm) watchReady() {
+	defer close(w.watched)
+	select {
+	case fd := <-w.hp.pidfd:
+		w.hp.pidfd <- fd
+		if fd >= 0 {
+			close(w.ready)
+		}
+	case <-w.claimed:
+	}
+}
+
+// Ready is closed once the sandbox is built: bwrap runs the stub in the
+// finished sandbox. A sandbox taken before is still faster than a cold
+// launch, but its exec waits for the rest of the build.
+func (w *Warm) Ready() <-chan struct{} { return w.ready }
 
 // watchIdle marks the sandbox dead if its helper exits before a request
 // claims it. The wait status goes back for supervise (the channel holds one).
@@ -107,6 +130,7 @@ func (w *Warm) Run(ctx context.Context, ex Request, header []byte) (*ExecResult,
 	if !w.claim() {
 		return nil, ErrWarmGone
 	}
+	<-w.watched
 	start := time.Now()
 	if err := w.hand(ex, header); err != nil {
 		w.destroy()
@@ -190,6 +214,7 @@ func (w *Warm) Stop() {
 // out of the supervisor's reach, holding the status pipe teardown reads.
 func (w *Warm) destroy() {
 	defer close(w.done)
+	<-w.watched
 	w.awaitStarted(startWait)
 	select {
 	case <-w.bound:

@@ -32,6 +32,11 @@ func TestWarmRunIsAnExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("never ready: bwrap's pid 1 was reported")
+	}
 	ex := fakeRequest(t, "unused")
 	ex.ExecID += "-exec"
 	ex.Stdin = []byte("the stdin\n")

@@ -61,6 +61,7 @@ type warmSandbox interface {
 	Run(ctx context.Context, ex launch.Request, header []byte) (*ExecResult, error)
 	Stop()
 	Dead() <-chan struct{}
+	Ready() <-chan struct{}
 }
 
 // warmEntry is an idle warm sandbox and the fingerprint it was built under.
@@ -188,16 +189,24 @@ func (p *warmPool) take(key warmKey) warmSandbox {
 	var drop []*warmEntry
 	var got warmSandbox
 	p.mu.Lock()
-	for list := p.idle[key]; len(list) > 0 && got == nil; list = p.idle[key] {
-		e := list[0]
-		p.idle[key] = list[1:]
-		if why := e.unusable(fp); why != "" {
+	kept := p.idle[key][:0:0]
+	for _, e := range p.idle[key] {
+		switch why := e.unusable(fp); {
+		case why != "":
 			p.log.Info("warm sandbox destroyed unused", "launch_id", e.sb.ID(), "reason", why)
 			drop = append(drop, e)
-			continue
+		case got == nil && isClosed(e.sb.Ready()):
+			got = e.sb
+		default:
+			kept = append(kept, e)
 		}
-		got = e.sb
 	}
+	if got == nil && len(kept) > 0 {
+		// None is built yet: the oldest is the nearest to it, and still
+		// ahead of a cold launch.
+		got, kept = kept[0].sb, kept[1:]
+	}
+	p.idle[key] = kept
 	p.mu.Unlock()
 	p.stop(drop)
 	if got == nil {
@@ -272,15 +281,15 @@ func (p *warmPool) close() {
 	p.builders.Wait()
 }
 
-// idleCounts is the number of idle sandboxes per runtime that are still
-// alive (metrics).
+// idleCounts is the number of idle sandboxes per runtime that are built
+// and alive (metrics).
 func (p *warmPool) idleCounts() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
 	for k, list := range p.idle {
 		for _, e := range list {
-			if !isClosed(e.sb.Dead()) {
+			if !isClosed(e.sb.Dead()) && isClosed(e.sb.Ready()) {
 				out[k.Runtime]++
 			}
 		}
@@ -446,7 +455,7 @@ func (s *Server) writeWarmMetrics(w io.Writer) {
 		return
 	}
 	counts := p.idleCounts()
-	fmt.Fprintln(w, "# HELP sandboxd_warm_pool_idle Warm sandboxes built and waiting, by runtime.")
+	fmt.Fprintln(w, "# HELP sandboxd_warm_pool_idle Warm sandboxes built (bwrap runs the stub) and waiting, by runtime.")
 	fmt.Fprintln(w, "# TYPE sandboxd_warm_pool_idle gauge")
 	for _, rt := range warmLanguages {
 		fmt.Fprintf(w, "sandboxd_warm_pool_idle{runtime=%q} %d\n", rt, counts[rt])

@@ -18,6 +18,7 @@ import (
 type fakeWarm struct {
 	id      string
 	dead    chan struct{}
+	ready   chan struct{}
 	runs    atomic.Int32
 	stopped atomic.Bool
 	gone    bool // Run answers ErrWarmGone
@@ -34,15 +35,17 @@ func (f *fakeWarm) Run(_ context.Context, ex launch.Request, _ []byte) (*ExecRes
 	code := 0
 	return &ExecResult{ID: ex.ExecID, Stdout: "warm " + f.id, ExitCode: &code}, nil
 }
-func (f *fakeWarm) Stop()                 { f.stopped.Store(true) }
-func (f *fakeWarm) Dead() <-chan struct{} { return f.dead }
+func (f *fakeWarm) Stop()                  { f.stopped.Store(true) }
+func (f *fakeWarm) Dead() <-chan struct{}  { return f.dead }
+func (f *fakeWarm) Ready() <-chan struct{} { return f.ready }
 
 // fakeBuilder builds fakeWarms and counts them.
 type fakeBuilder struct {
-	mu    sync.Mutex
-	built []*fakeWarm
-	fail  atomic.Bool
-	gone  bool
+	mu      sync.Mutex
+	built   []*fakeWarm
+	fail    atomic.Bool
+	gone    bool
+	unready bool // sandboxes are not built yet (Ready open)
 }
 
 func (b *fakeBuilder) build(key warmKey) (warmSandbox, error) {
@@ -51,7 +54,10 @@ func (b *fakeBuilder) build(key warmKey) (warmSandbox, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	w := &fakeWarm{id: fmt.Sprintf("%s-%d", key.Runtime, len(b.built)), dead: make(chan struct{}), gone: b.gone}
+	w := &fakeWarm{id: fmt.Sprintf("%s-%d", key.Runtime, len(b.built)), dead: make(chan struct{}), ready: make(chan struct{}), gone: b.gone}
+	if !b.unready {
+		close(w.ready)
+	}
 	b.built = append(b.built, w)
 	return w, nil
 }
@@ -291,5 +297,24 @@ func TestRunWarmFallsBackWhenGone(t *testing.T) {
 	res, ok, err := s.runWarm(context.Background(), nil, d)
 	if !ok || err != nil || res == nil {
 		t.Fatalf("warm run: ok %v err %v", ok, err)
+	}
+}
+
+func TestWarmPoolPrefersBuiltSandboxes(t *testing.T) {
+	var fp atomic.Value
+	b := &fakeBuilder{unready: true}
+	p := newTestPool(t, 2, b, &fp)
+	p.setKeys([]warmKey{pyKey})
+	waitFor(t, func() bool { return len(b.all()) == 2 })
+	if n := p.idleCounts()["python"]; n != 0 {
+		t.Fatalf("idle gauge %d counts sandboxes not built yet", n)
+	}
+	second := b.all()[1]
+	close(second.ready)
+	if sb := p.take(pyKey); sb != warmSandbox(second) {
+		t.Fatalf("took %v, want the built one %s", sb, second.id)
+	}
+	if sb := p.take(pyKey); sb != warmSandbox(b.all()[0]) {
+		t.Fatal("with none built, the oldest is taken")
 	}
 }
