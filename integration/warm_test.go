@@ -201,6 +201,20 @@ time.sleep(60)`
 			t.Errorf("the timed-out exec's child outlived it: %v", procs)
 		}
 	})
+	t.Run("a 1 GiB stdout flood goes at pipe speed", func(t *testing.T) {
+		waitWarm(t, warm, "python", 2)
+		start := time.Now()
+		body, id := execRaw(t, warm, py("import os\nb = b'x' * (1 << 20)\nfor _ in range(1024):\n    os.write(1, b)\n"))
+		took := time.Since(start)
+		if _, ok := warmExecs(t, warm)[id]; !ok {
+			t.Fatalf("exec %s was not served warm", id)
+		}
+		r := comparable(t, body)
+		if r["stdout_truncated"] != true || r["exit_code"] != float64(0) || took > 30*time.Second {
+			t.Fatalf("flood: truncated %v exit %v in %v", r["stdout_truncated"], r["exit_code"], took)
+		}
+		t.Logf("1 GiB of stdout through a warm sandbox in %v", took)
+	})
 	t.Run("a request with env launches cold", func(t *testing.T) {
 		req := py("import os; print(os.environ['X'])")
 		req["env"] = map[string]string{"X": "1"}
