@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -321,8 +322,8 @@ func (s *Server) StartWarmPool(ctx context.Context) func() {
 	if !ok || s.cfg.WarmPool <= 0 {
 		return func() {}
 	}
-	fp := func() string { return helperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath) }
-	p := newWarmPool(s.cfg.WarmPool, func(key warmKey) (warmSandbox, error) { return s.buildWarm(ws, key) }, fp, s.log)
+	fc := &fingerprintCache{helperPath: s.cfg.HelperPath, configPath: s.cfg.HelperConfigPath}
+	p := newWarmPool(s.cfg.WarmPool, func(key warmKey) (warmSandbox, error) { return s.buildWarm(ws, key) }, fc.get, s.log)
 	s.warm.Store(p)
 	p.setKeys(s.warmKeys())
 	ctx, cancel := context.WithCancel(ctx)
@@ -472,6 +473,50 @@ func (s *Server) writeWarmMetrics(w io.Writer) {
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
 	}
+}
+
+// fingerprintCache recomputes helperFingerprint only when a file it read
+// changed: every take asks (on the exec's critical path), and hashing the
+// config and the profile there would cost more than the stat calls that
+// tell whether they changed. A replaced file (rename) has a new inode, one
+// written in place a new mtime or size.
+type fingerprintCache struct {
+	helperPath, configPath string
+
+	mu    sync.Mutex
+	stamp string // the stat of every file the fingerprint read
+	paths []string
+	fp    string
+}
+
+func (c *fingerprintCache) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fp != "" && statStamp(c.paths) == c.stamp {
+		return c.fp
+	}
+	paths := []string{c.helperPath, c.configPath}
+	if hc, err := config.Load(c.configPath); err == nil {
+		paths = append(paths, hc.PayloadProfile, hc.Shim)
+	}
+	// Stamp first: a change while hashing makes the next take recompute.
+	c.paths, c.stamp = paths, statStamp(paths)
+	c.fp = helperFingerprint(c.helperPath, c.configPath)
+	return c.fp
+}
+
+// statStamp is the inode, size and mtime of each path (or its error).
+func statStamp(paths []string) string {
+	var b strings.Builder
+	for _, p := range paths {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", p, err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %d %d %d.%d\n", p, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	}
+	return b.String()
 }
 
 // helperFingerprint identifies what a launch would attest: the helper
