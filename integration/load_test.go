@@ -59,6 +59,7 @@ func TestLoad(t *testing.T) {
 		s.exec(py("print(1)"))
 	}
 	time.Sleep(500 * time.Millisecond) // the warm-up's connections close
+	waitPoolFull(t, s)                 // its sandboxes hold supervisor fds
 	before := snap()
 	var done, failed atomic.Int64
 	deadline := time.Now().Add(maxDur)
@@ -91,6 +92,7 @@ func TestLoad(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	time.Sleep(500 * time.Millisecond) // let the last answers' cleanup settle
+	waitPoolFull(t, s)
 	after := snap()
 	fmt.Printf("\nsandboxd load: %d one-shot execs (%d failed) at concurrency 4 in %v (%.1f/s)\n",
 		done.Load(), failed.Load(), elapsed.Round(time.Second), float64(done.Load())/elapsed.Seconds())
@@ -109,4 +111,16 @@ func TestLoad(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Errorf("%d execs failed", failed.Load())
 	}
+}
+
+// waitPoolFull waits until the warm pool holds its default two built
+// sandboxes of each language (each holds a few supervisor fds), unless the
+// suite runs without a pool.
+func waitPoolFull(t *testing.T, s *supervisor) {
+	t.Helper()
+	if os.Getenv("SANDBOXD_IT_WARM_POOL") == "0" {
+		return
+	}
+	waitWarm(t, s, "python", 2)
+	waitWarm(t, s, "javascript", 2)
 }
