@@ -435,6 +435,14 @@ func (s *Server) runWarm(ctx context.Context, sess *Session, d decision) (res *E
 	if !eligible {
 		return nil, false, nil
 	}
+	if err := s.environmentQuick(key.Environment); err != nil {
+		// The helper checks the environment's tree at every launch, and a
+		// warm sandbox's check is as old as the sandbox: a tree changed
+		// since launches cold, where the helper refuses it (503, the same
+		// answer and trail as without the pool).
+		s.log.Warn("environment changed since the warm sandboxes were built; launching cold", "environment", key.Environment, "err", err)
+		return nil, false, nil
+	}
 	header := runners.WarmHeader(d.launch.Code, d.launch.Env)
 	for tries := 0; tries < 2; tries++ {
 		sb := p.take(key)
