@@ -68,6 +68,8 @@ const (
 	StepInterrupted = facts.StepInterrupted
 	// StepKernelExec links a kernel exec to its kernel's launch id.
 	StepKernelExec = facts.StepKernelExec
+	// StepWarmExec links a one-shot exec to the warm sandbox that ran it.
+	StepWarmExec = facts.StepWarmExec
 )
 
 // Sources of records.

@@ -484,3 +484,18 @@ func (m *Manager) Sweep() (int, error) {
 	}
 	return len(names), errors.Join(errs...)
 }
+
+// SetLimits changes the limits of a live cgroup: a warm sandbox's, set for
+// the request that takes it before its code is handed over. cgroup v1
+// refuses a memory.limit_in_bytes above memory.memsw.limit_in_bytes
+// (EINVAL), so memsw is raised first; when it shrinks that first write
+// fails harmlessly and setLimits writes it again after memory.
+func (e *Exec) SetLimits(l Limits) error {
+	if e.mode != ModeV2 && l.MemoryBytes > 0 {
+		memsw := filepath.Join(e.dirs["memory"], "memory.memsw.limit_in_bytes")
+		if _, err := os.Stat(memsw); err == nil {
+			_ = writeFile(memsw, strconv.FormatInt(l.MemoryBytes, 10))
+		}
+	}
+	return e.setLimits(l)
+}

@@ -132,7 +132,8 @@ func jsonEqual(a, b any) bool {
 func TestAuditRecordSets(t *testing.T) {
 	in := setup(t)
 	path := auditLogPath(in)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path}})
+	// The cold trail; a warm exec's is TestWarmAuditTrail's.
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--warm-pool", "0"}})
 
 	ok := s.exec(map[string]any{"language": "python", "code": "print(1)", "env": map[string]string{"API_TOKEN": "t0k3n-secret"}})
 	timeout := s.exec(map[string]any{"language": "python", "code": "import time\nprint('started', flush=True)\ntime.sleep(30)", "timeout_ms": 1000})
@@ -307,7 +308,9 @@ func TestAuditHelperFailure(t *testing.T) {
 func TestAuditSupervisorKilledMidExec(t *testing.T) {
 	in := setup(t)
 	path := auditLogPath(in)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path}})
+	// The cold trail (the exec is found by its exec step); a warm one is
+	// TestWarmPoolSIGKILLLeavesNothing's.
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--warm-pool", "0"}})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -357,7 +360,7 @@ func TestAuditSupervisorKilledMidExec(t *testing.T) {
 		t.Fatalf("verify before the restart: exit %d\n%s", code, out)
 	}
 
-	s2 := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path}})
+	s2 := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--warm-pool", "0"}})
 	r := s2.exec(py("print('after')"))
 	s2.stop()
 	recs := auditRead(t, path)
@@ -403,7 +406,9 @@ func TestAuditMutations(t *testing.T) {
 	_ = os.Chown(dir, in.uid, in.gid)
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "audit.log")
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--audit-rotate-bytes", "16384"}})
+	// Without the warm pool: its builds' records would grow the log, and
+	// the mutation count grows with the square of it.
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--audit-rotate-bytes", "16384", "--warm-pool", "0"}})
 	s.exec(py("print(1)"))
 	s.exec(map[string]any{"language": "javascript", "code": "console.log(6*7)"})
 	s.exec(map[string]any{"language": "python", "code": "import sys; sys.exit(3)", "files": []map[string]string{{"path": "a.txt", "content_base64": "YQ=="}}})
@@ -413,7 +418,7 @@ func TestAuditMutations(t *testing.T) {
 	s.exec(py("print(2)"))
 	s.stop()
 	// And a second supervisor run on the same log.
-	s = in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--audit-rotate-bytes", "16384"}})
+	s = in.startSupervisor(t, supervisorOpts{extra: []string{"--audit-log", path, "--audit-rotate-bytes", "16384", "--warm-pool", "0"}})
 	s.exec(py("print(3)"))
 	s.stop()
 

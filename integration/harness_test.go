@@ -327,6 +327,11 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 		"--helper-config", in.path("etc/nsinit.json"),
 		"--cgroup-parent", in.cgroupParent,
 	}
+	// SANDBOXD_IT_WARM_POOL runs every supervisor of the suite with that
+	// --warm-pool (0: the whole suite cold); a test's own flags still win.
+	if n := os.Getenv("SANDBOXD_IT_WARM_POOL"); n != "" {
+		args = append(args, "--warm-pool", n)
+	}
 	args = append(args, o.extra...)
 	bin := in.path("bin/sandboxd")
 	if o.bin != "" {

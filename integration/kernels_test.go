@@ -169,7 +169,7 @@ func TestProcessModeRunner(t *testing.T) {
 	if !r.TimedOut || r.Signal == nil {
 		t.Fatalf("timeout: %+v", r)
 	}
-	if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+	if left := s.execProcesses(); len(left) > 0 {
 		t.Fatalf("processes left: %v", left)
 	}
 }
@@ -306,7 +306,7 @@ func waitNoProcesses(t *testing.T, in *installation, s *supervisor) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := userProcesses(in.uid, s.cmd.Process.Pid)
+		left := s.execProcesses()
 		if len(left) == 0 {
 			return
 		}

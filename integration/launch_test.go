@@ -83,7 +83,7 @@ func TestRuntimesEndToEnd(t *testing.T) {
 	})
 	t.Run("workspace is removed after a one-shot exec", func(t *testing.T) {
 		r := s.exec(py("open('left.txt','w').write('x')"))
-		if _, err := os.Stat(in.path("state/workspaces", r.ID)); !os.IsNotExist(err) {
+		if _, err := os.Stat(in.path("state/workspaces", s.launchOf(r.ID))); !os.IsNotExist(err) {
 			t.Fatalf("workspace of %s still there: %v", r.ID, err)
 		}
 	})
@@ -130,7 +130,14 @@ func TestI1SupervisorUnprivileged(t *testing.T) {
 func helperRecords(t *testing.T, s *supervisor, id string) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
-	for _, r := range s.auditRecords() {
+	recs := s.auditRecords()
+	for _, r := range recs {
+		// A warm exec's helper steps are under its warm sandbox's launch id.
+		if f, _ := r["facts"].(map[string]any); r["exec_id"] == id && r["step"] == "warm_exec" {
+			id, _ = f["launch_id"].(string)
+		}
+	}
+	for _, r := range recs {
 		if r["exec_id"] == id && r["source"] == "nsinit" {
 			facts, _ := r["facts"].(map[string]any)
 			out[r["step"].(string)] = facts
@@ -484,10 +491,10 @@ time.sleep(60)
 	if r.Stdout != "started\n" {
 		t.Errorf("stdout %q", r.Stdout)
 	}
-	if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+	if left := s.execProcesses(); len(left) > 0 {
 		t.Fatalf("processes of the exec left after the answer: %v", left)
 	}
-	ws := in.path("state/workspaces", r.ID)
+	ws := in.path("state/workspaces", s.launchOf(r.ID))
 	if _, err := os.Stat(ws); !os.IsNotExist(err) {
 		t.Fatalf("workspace still present (something may still write into it): %v", err)
 	}
@@ -605,23 +612,26 @@ func TestBadInput(t *testing.T) {
 		body := `{"language":"python","code":"import os,time\nos.fork()\ntime.sleep(50)","timeout_ms":60000}`
 		fmt.Fprintf(conn, "POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		deadline := time.Now().Add(10 * time.Second)
-		for len(userProcesses(in.uid, s.cmd.Process.Pid)) < 2 && time.Now().Before(deadline) {
+		for len(s.execProcessesNow()) < 2 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if len(userProcesses(in.uid, s.cmd.Process.Pid)) < 2 {
+		if len(s.execProcessesNow()) < 2 {
 			t.Fatal("the exec never started")
 		}
 		conn.Close()
 		deadline = time.Now().Add(10 * time.Second)
-		for len(userProcesses(in.uid, s.cmd.Process.Pid)) > 0 && time.Now().Before(deadline) {
+		for len(s.execProcesses()) > 0 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+		if left := s.execProcesses(); len(left) > 0 {
 			t.Fatalf("exec not killed after the client hung up: %v", left)
 		}
 		ents, _ := os.ReadDir(in.path("state/workspaces"))
+		idle := s.idleWarm()
 		for _, e := range ents {
-			t.Errorf("workspace %s left behind", e.Name())
+			if !idle[e.Name()] {
+				t.Errorf("workspace %s left behind", e.Name())
+			}
 		}
 	})
 
@@ -650,6 +660,11 @@ func TestAuditTrailComplete(t *testing.T) {
 		}
 	}
 	want := "accept decide prepare enter network seccomp drop exec reap"
+	if launch := s.launchOf(r.ID); launch != r.ID {
+		// Served by the warm pool: the launch steps are the warm
+		// sandbox's (TestWarmAuditTrail checks both halves).
+		want = "accept decide warm_exec reap"
+	}
 	if strings.Join(steps, " ") != want {
 		t.Fatalf("steps %q, want %q", strings.Join(steps, " "), want)
 	}

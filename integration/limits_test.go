@@ -25,19 +25,9 @@ func rssKB(t *testing.T, pid int) int64 {
 	return n
 }
 
-// execCgroupsLeft lists exec cgroups still below the delegated directories,
-// after giving the supervisor's asynchronous removal up to 5 s.
-func (in *installation) execCgroupsLeft() []string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := in.execCgroupsNow()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
+// execCgroupsNow lists the exec cgroups below the delegated directories
+// (supervisor.execCgroupsLeft waits for them to go, without the idle warm
+// pool's).
 func (in *installation) execCgroupsNow() []string {
 	var left []string
 	for _, d := range in.cgroupDirs {
@@ -66,7 +56,7 @@ func TestHealthReportsCgroups(t *testing.T) {
 	if r.Policy.Limits.MemoryBytes != 2<<30 || r.Policy.Limits.Pids != 256 || r.Policy.Limits.CPUs != 1 {
 		t.Errorf("attested limits %v: want the defaults, enforced", r.Policy.Limits)
 	}
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
 }
@@ -93,17 +83,17 @@ while True:
 	if r := s.exec(py("print('neighbour ok')")); r.Stdout != "neighbour ok\n" {
 		t.Fatalf("a concurrent exec failed during the fork bomb: %+v", r)
 	}
-	if n := len(userProcesses(in.uid, s.cmd.Process.Pid)); n > 64+8 {
+	if n := len(s.execProcessesNow()); n > 64+8 {
 		t.Errorf("%d processes of the service user during the bomb, limit 64", n)
 	}
 	r := <-done
 	if !strings.Contains(r.Stdout, "fork refused: 11") {
 		t.Errorf("the bomb was never refused a fork (EAGAIN): %q %q", r.Stdout, r.Stderr)
 	}
-	if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+	if left := s.execProcesses(); len(left) > 0 {
 		t.Fatalf("processes left after the bomb: %v", left)
 	}
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
 }
@@ -234,7 +224,7 @@ if pid: os.waitpid(pid, 0)
 		}
 		t.Logf("statuses %v", fmt.Sprint(codes))
 	})
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
 }

@@ -362,7 +362,7 @@ func TestSupervisorKilledMidExecAndUpload(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(userProcesses(in.uid, s.cmd.Process.Pid)) < 3 && time.Now().Before(deadline) {
+	for len(s.execProcessesNow()) < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
@@ -400,7 +400,7 @@ func TestSupervisorKilledMidExecAndUpload(t *testing.T) {
 	if status, _ := s3.raw("GET", "/v1/sessions/"+sess.ID+"/files/big.bin", nil); status != 404 {
 		t.Fatalf("partial upload readable: %d", status)
 	}
-	if left := in.execCgroupsLeft(); len(left) > 0 {
+	if left := s3.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left after the restart: %v", left)
 	}
 	if r := s3.sessionExec(t, sess.ID, py("print(open('keep.txt').read())")); r.Stdout != "kept\n" {
@@ -425,16 +425,16 @@ func TestSessionDeleteKillsItsExec(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(userProcesses(in.uid, s.cmd.Process.Pid)) < 4 && time.Now().Before(deadline) {
+	for len(s.execProcessesNow()) < 4 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := len(userProcesses(in.uid, s.cmd.Process.Pid)); n < 4 {
+	if n := len(s.execProcessesNow()); n < 4 {
 		t.Fatalf("the exec never started its processes (%d)", n)
 	}
 	if status, b := s.do("DELETE", "/v1/sessions/"+sess.ID, nil); status != 204 {
 		t.Fatalf("delete: %d %s", status, b)
 	}
-	if left := userProcesses(in.uid, s.cmd.Process.Pid); len(left) > 0 {
+	if left := s.execProcesses(); len(left) > 0 {
 		t.Fatalf("processes of the exec left after the delete answered: %v", left)
 	}
 	select {

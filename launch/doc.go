@@ -6,7 +6,9 @@
 // enter → network → seccomp → drop → exec), the watch of bwrap's status fd,
 // supervision (context, timeout, workspace quota) and the teardown that
 // leaves no process of the exec behind. It also runs the health probe, a
-// real launch of /usr/bin/true.
+// real launch of /usr/bin/true, and warm launches (Warm): one-shot
+// launches built before their request, handed exactly one exec and never
+// reused.
 //
 // It runs in the unprivileged supervisor and must never hold or ask for a
 // capability, never run a payload outside the helper, never let a launch

@@ -313,6 +313,9 @@ type helperIO struct {
 	stdin     []byte
 	keepStdin bool
 	stdout    func(io.Reader)
+	// bound, for a warm sandbox: stdout and stderr are captured as an
+	// exec's, but only once it is closed (warm.go drainBound).
+	bound <-chan struct{}
 }
 
 // startHelper runs the phases up to supervise: cgroup, pipes, start, feed,
@@ -353,7 +356,11 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 		_ = h.audit(req, audit.Record{Source: audit.SourceNsinit, Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
 	})
 	hp.watchStatus()
-	hp.drainOutput(hio.stdout)
+	if hio.bound != nil {
+		hp.drainBound(hio.bound)
+	} else {
+		hp.drainOutput(hio.stdout)
+	}
 	return hp, cleanup, nil
 }
 

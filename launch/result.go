@@ -25,6 +25,13 @@ func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q 
 		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
 		return nil, hr, err
 	}
+	res, err := h.conclude(req, hr, q, time.Since(start), nil)
+	return res, hr, err
+}
+
+// conclude turns a reaped run into a result or a launch error and writes
+// the reap record (with extra facts, if any) that ends req's trail.
+func (h *HelperLauncher) conclude(req Request, hr *helperRun, q quotaCheck, took time.Duration, extra map[string]any) (*ExecResult, error) {
 	// The quota may also have been passed between two checks, or in the
 	// last interval; RLIMIT_FSIZE (= the quota) bounds each file.
 	if !hr.quotaExceeded {
@@ -32,12 +39,19 @@ func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q 
 	}
 	if le := h.refusal(hr); le != nil {
 		facts := map[string]any{"helper_exit": hr.helperExit, "stderr_head": hr.stderr.Head(512), "stopped": hr.stop.String()}
+		for k, v := range extra {
+			facts[k] = v
+		}
 		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: facts})
-		return nil, hr, le
+		return nil, le
 	}
-	res := h.result(req, hr, time.Since(start))
-	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: reapFacts(res, hr)})
-	return res, hr, nil
+	res := h.result(req, hr, took)
+	facts := reapFacts(res, hr)
+	for k, v := range extra {
+		facts[k] = v
+	}
+	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: facts})
+	return res, nil
 }
 
 // refusal is the launch error of a run that produced no payload result:

@@ -45,9 +45,17 @@ const (
 	DefaultWorkspaceQuotaBytes = 1024 << 20
 	DefaultMaxSessions         = 16
 	DefaultMaxConcurrentExecs  = 4
-	DefaultMaxQueuedExecs      = 16
-	DefaultIdleTTLSeconds      = 1800
-	DefaultIdleTTLCapSeconds   = 86400
+	// DefaultWarmPool is the warm sandboxes kept per language (python,
+	// javascript): sized for a 2-core host, where a third idle interpreter
+	// buys no latency (one exec at a time per core takes one, a
+	// replacement is built while it runs).
+	DefaultWarmPool = 2
+	// MaxWarmPool bounds --warm-pool: each warm sandbox is an idle
+	// interpreter (10-40 MiB) held under its own cgroup.
+	MaxWarmPool              = 32
+	DefaultMaxQueuedExecs    = 16
+	DefaultIdleTTLSeconds    = 1800
+	DefaultIdleTTLCapSeconds = 86400
 
 	// Per-caller shares (I11: no caller can starve another). A caller is a
 	// peer uid.
@@ -165,6 +173,9 @@ type Config struct {
 
 	MaxSessions        int
 	MaxConcurrentExecs int
+	// WarmPool is how many warm sandboxes are kept per language for
+	// one-shot execs (supervisor/warmpool.go); 0 disables the pool.
+	WarmPool int
 
 	// MaxSessionsPerCaller bounds the sessions one uid holds at once.
 	MaxSessionsPerCaller int
@@ -276,6 +287,7 @@ func Defaults() Config {
 		WorkspaceQuotaBytes:   DefaultWorkspaceQuotaBytes,
 		MaxSessions:           DefaultMaxSessions,
 		MaxConcurrentExecs:    DefaultMaxConcurrentExecs,
+		WarmPool:              DefaultWarmPool,
 		MaxQueuedExecs:        DefaultMaxQueuedExecs,
 		CgroupParent:          "sandboxd",
 		ArchiveMaxBytes:       200 << 20,
@@ -407,6 +419,7 @@ func settings() []setting {
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
 		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
+		{"warm-pool", "warm sandboxes kept per language (python, javascript) for one-shot execs: built ahead, each taken by one exec and destroyed after it; 0 disables", func(c *Config) flag.Value { return (*intValue)(&c.WarmPool) }},
 		{"archive-backend", "where keyed sessions are archived when they end and restored from: local, s3 or none", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveBackend) }},
 		{"archive-dir", "directory of local session archives (restored by key); empty: <state-dir>/archives", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
 		{"s3-endpoint", "S3 API endpoint of the s3 archive backend, http(s)://host[:port] (AWS, MinIO, Ceph RGW...; path-style, SigV4)", func(c *Config) flag.Value { return (*stringValue)(&c.S3Endpoint) }},
@@ -617,6 +630,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueuedExecs < 0 {
 		bad("max-queued-execs", "%d is negative", c.MaxQueuedExecs)
+	}
+	if c.WarmPool < 0 || c.WarmPool > MaxWarmPool {
+		bad("warm-pool", "%d is outside 0..%d", c.WarmPool, MaxWarmPool)
 	}
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)

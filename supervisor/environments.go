@@ -144,6 +144,18 @@ func (s *Server) environmentRefusal(name string) *APIError {
 		"re-register the environment as root (make run) and check `sandboxctl doctor`", nil))
 }
 
+// environmentQuick runs the helper's per-launch check (lstat against the
+// manifest) of environment name's tree; nil without a tree or a watcher.
+func (s *Server) environmentQuick(name string) error {
+	if name == "" {
+		return nil
+	}
+	s.envMu.Lock()
+	c := s.envs
+	s.envMu.Unlock()
+	return c.quick(name)
+}
+
 // handleEnvironments serves GET /v1/environments.
 func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request) {
 	list := api.EnvironmentList{Environments: []api.Environment{}}

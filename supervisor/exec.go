@@ -274,6 +274,9 @@ func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *st
 			}
 		}
 	}
+	if res, ok, err := s.runWarm(ctx, sess, d); ok {
+		return res, err
+	}
 	return s.launcher.Launch(ctx, d.launch)
 }
 

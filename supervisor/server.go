@@ -63,6 +63,8 @@ type Server struct {
 	envMu sync.Mutex
 	envs  *envChecker // nil until WatchEnvironments (environments.go)
 
+	warm atomic.Pointer[warmPool] // nil: no warm pool (StartWarmPool, warmpool.go)
+
 	shutdownGrace time.Duration
 	killGrace     time.Duration
 }
@@ -282,6 +284,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.live.writeMetrics(w)
 	s.writeCallerRefusals(w)
 	s.live.arch.writeMetrics(w, s.sessions)
+	s.writeWarmMetrics(w)
 }
 
 // archiveHealth is the archive check: "" (off), "ok", or "degraded: ..."

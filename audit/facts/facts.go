@@ -46,6 +46,9 @@ const (
 	// StepKernelExec links an exec that runs in a session's kernel to the
 	// kernel's launch id (between its decide and its reap).
 	StepKernelExec = "kernel_exec"
+	// StepWarmExec links a one-shot exec that a warm pool sandbox ran to
+	// that sandbox's launch id (between its decide and its reap).
+	StepWarmExec = "warm_exec"
 )
 
 // HelperSteps are the steps sandboxd-nsinit reports, in the order it must
@@ -106,6 +109,8 @@ func New(step string) Facts {
 		return &Interrupted{}
 	case StepKernelExec:
 		return &KernelExec{}
+	case StepWarmExec:
+		return &WarmExec{}
 	case StepEgress:
 		return &Egress{}
 	case StepEnvBuild:
@@ -117,7 +122,7 @@ func New(step string) Facts {
 // All returns one zero value of every typed step, in launch order (for the
 // schema generator and tests).
 func All() []Facts {
-	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild}
+	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild, StepWarmExec}
 	out := make([]Facts, len(steps))
 	for i, s := range steps {
 		out[i] = New(s)

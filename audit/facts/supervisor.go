@@ -121,7 +121,7 @@ type Prepare struct {
 	Limits        *Limits `json:"limits,omitempty" audit:"required" doc:"the limits as applied: without a cgroup memory_bytes, pids, cpus are 0 (not enforced, not claimed); the exec result's policy.limits"`
 	QuotaBytes    int64   `json:"quota_bytes" doc:"the workspace disk quota"`
 	Probe         bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
-	Kernel        string  `json:"kernel,omitzero" doc:"a long-lived launch of a runner: session (a session's kernel; its launch id is the kernel id) or once (a process-mode exec run through its runner)"`
+	Kernel        string  `json:"kernel,omitzero" doc:"a long-lived launch of a runner: session (a session's kernel; its launch id is the kernel id), once (a process-mode exec run through its runner) or warm (a warm pool sandbox waiting for one one-shot exec)"`
 }
 
 // Step implements Facts.
@@ -172,6 +172,9 @@ type Reap struct {
 	ExecutionCount      int64   `json:"execution_count,omitzero" doc:"the kernel's execution count after this exec"`
 	Displays            int     `json:"displays,omitzero" doc:"rich outputs returned"`
 	ProtocolError       string  `json:"protocol_error,omitzero" doc:"the kernel broke the channel protocol (I12) and was killed"`
+	Warm                bool    `json:"warm,omitzero" doc:"a warm pool sandbox: on an exec's reap, the exec ran in one (launch_id); on the warm launch's own reap, how the sandbox ended"`
+	LaunchID            string  `json:"launch_id,omitzero" doc:"an exec a warm sandbox ran: that sandbox's launch id (its prepare and helper step records)"`
+	TakenBy             string  `json:"taken_by,omitzero" doc:"on a warm launch's reap: the exec that took it (absent: destroyed unused, e.g. drained or at shutdown)"`
 }
 
 // Step implements Facts.
@@ -189,6 +192,9 @@ func (*Reap) Sentences() []Sentence {
 		{When: OnlyFailed, Text: "The helper exited {helper_exit}; its stderr began: {stderr_head|q}."},
 		{Text: "In kernel {kernel_id} (execution count {execution_count}); displays {displays}."},
 		{Text: "The kernel broke the channel protocol and was killed: {protocol_error}."},
+		{Text: "A warm pool sandbox: {warm}."},
+		{Text: "Ran in the warm sandbox {launch_id}."},
+		{Text: "The warm sandbox was taken by exec {taken_by}."},
 	}
 }
 
@@ -209,6 +215,29 @@ func (*KernelExec) Step() string { return StepKernelExec }
 // Sentences implements Facts.
 func (*KernelExec) Sentences() []Sentence {
 	return []Sentence{{Text: "Sent to the {language} kernel {kernel_id} of session {session_id} (mode {mode}; restarted: {restarted})."}}
+}
+
+// WarmExec is the facts of the warm_exec step: a one-shot exec handed to a
+// warm pool sandbox, whose own launch records (prepare, the helper's
+// steps, reap) are under launch_id. Written after the exec's files were
+// staged and its cgroup limits set, before its code was handed over.
+type WarmExec struct {
+	LaunchID  string  `json:"launch_id" audit:"always" doc:"the warm sandbox's launch id"`
+	Runtime   string  `json:"runtime" audit:"always" doc:"python or javascript"`
+	Files     int     `json:"files" doc:"files staged into the warm sandbox's workspace"`
+	FileBytes int64   `json:"file_bytes" doc:"bytes staged (package workspace, openat2 beneath the workspace, as for a cold prepare)"`
+	Limits    *Limits `json:"limits,omitempty" audit:"required" doc:"the exec's limits as applied: the cgroup's memory, pids and CPU were set to them before the code was handed over"`
+	Warm      bool    `json:"warm" audit:"always" doc:"always true"`
+}
+
+// Step implements Facts.
+func (*WarmExec) Step() string { return StepWarmExec }
+
+// Sentences implements Facts.
+func (*WarmExec) Sentences() []Sentence {
+	return []Sentence{
+		{Text: "Handed to the warm {runtime} sandbox {launch_id} (warm: {warm}); staged {files} files ({file_bytes} bytes); limits set: {limits}."},
+	}
 }
 
 // Outcome says how the payload ended, in one phrase.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -218,18 +219,7 @@ func auditShow(args []string, sio stdio, lookupEnv func(string) (string, bool)) 
 		fmt.Fprintf(sio.err, "sandboxctl: cannot read the audit log %s: %v\n", *logPath, err)
 		return exitAuditBroken
 	}
-	var recs []shownRecord
-	ids := map[string]bool{}
-	_, err = audit.ReadRecords(fsys, rep.Chain, func(file string, line int, r audit.Record) {
-		if r.ExecID == "" || !strings.HasPrefix(r.ExecID, want) {
-			return
-		}
-		ids[r.ExecID] = true
-		if m := r.FactMap(); m != nil {
-			r.Facts = m // --json prints facts as an object with sorted keys, as it always did
-		}
-		recs = append(recs, shownRecord{File: file, Line: line, Verified: verified[file+":"+strconv.Itoa(line)], Record: r})
-	})
+	recs, ids, err := collectRecords(fsys, rep.Chain, verified, func(id string) bool { return strings.HasPrefix(id, want) })
 	if err != nil {
 		fmt.Fprintf(sio.err, "sandboxctl: %v\n", err)
 		return exitAuditBroken
@@ -247,13 +237,43 @@ func auditShow(args []string, sio stdio, lookupEnv func(string) (string, bool)) 
 		fmt.Fprintf(sio.err, "sandboxctl: %q is a prefix of %d exec ids (%s); give more of it\n", want, len(list), strings.Join(list, ", "))
 		return exitUsage
 	}
+	// A warm exec's launch (prepare, the helper's steps) is under the warm
+	// sandbox's launch id: the second half of its story.
+	var warmRecs []shownRecord
+	if launchID := warmLaunchOf(recs); launchID != "" {
+		warmRecs, _, err = collectRecords(fsys, rep.Chain, verified, func(id string) bool { return id == launchID })
+		if err != nil {
+			fmt.Fprintf(sio.err, "sandboxctl: %v\n", err)
+			return exitAuditBroken
+		}
+	}
 	execID := recs[0].ExecID
 	st := buildStory(execID, recs)
+	var warm *story
+	if len(warmRecs) > 0 {
+		warm = buildStory(warmRecs[0].ExecID, warmRecs)
+		if p, ok := warm.summary["policy"].(map[string]any); ok {
+			held, _ := st.summary["policy"].(map[string]any)
+			if held == nil {
+				held = map[string]any{}
+			}
+			for k, v := range p {
+				if _, set := held[k]; !set || k != "limits" {
+					held[k] = v // the exec's own limits (warm_exec) win
+				}
+			}
+			st.summary["policy"] = held
+		}
+	}
 	if *asJSON {
-		writeIndented(sio.out, map[string]any{
+		doc := map[string]any{
 			"exec_id": execID, "log": *logPath, "log_intact": rep.Intact, "break": rep.Break,
 			"skipped": rep.Skipped, "summary": st.summary, "records": recs,
-		})
+		}
+		if warm != nil {
+			doc["warm_launch"] = map[string]any{"launch_id": warm.summary["exec_id"], "records": warmRecs}
+		}
+		writeIndented(sio.out, doc)
 	} else {
 		fmt.Fprintf(sio.out, "exec %s\n", execID)
 		switch {
@@ -266,16 +286,49 @@ func auditShow(args []string, sio stdio, lookupEnv func(string) (string, bool)) 
 				*logPath, rep.Break.File, rep.Break.Line, rep.Break.Kind, rep.Break.Detail)
 		}
 		st.print(sio.out)
+		if warm != nil {
+			fmt.Fprintf(sio.out, "\nwarm sandbox %s: built before the exec, taken by it alone, destroyed after it\n\n", warm.summary["exec_id"])
+			warm.printRecords(sio.out)
+		}
 	}
 	if !rep.Intact {
 		return exitAuditBroken
 	}
-	for _, r := range recs {
+	for _, r := range append(recs, warmRecs...) {
 		if !r.Verified {
 			return exitAuditBroken
 		}
 	}
 	return exitOK
+}
+
+// collectRecords reads the records whose exec id match accepts.
+func collectRecords(fsys fs.FS, chain []string, verified map[string]bool, match func(string) bool) ([]shownRecord, map[string]bool, error) {
+	var recs []shownRecord
+	ids := map[string]bool{}
+	_, err := audit.ReadRecords(fsys, chain, func(file string, line int, r audit.Record) {
+		if r.ExecID == "" || !match(r.ExecID) {
+			return
+		}
+		ids[r.ExecID] = true
+		if m := r.FactMap(); m != nil {
+			r.Facts = m // --json prints facts as an object with sorted keys, as it always did
+		}
+		recs = append(recs, shownRecord{File: file, Line: line, Verified: verified[file+":"+strconv.Itoa(line)], Record: r})
+	})
+	return recs, ids, err
+}
+
+// warmLaunchOf is the launch id a warm exec's warm_exec record names.
+func warmLaunchOf(recs []shownRecord) string {
+	for _, r := range recs {
+		if r.Step == audit.StepWarmExec {
+			if id, _ := r.FactMap()["launch_id"].(string); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
 }
 
 // story is an exec's records turned into sentences: the sentences come
@@ -312,6 +365,10 @@ func buildStory(id string, recs []shownRecord) *story {
 			}
 			if !r.OK {
 				outcome = "the launch failed while preparing: " + r.Error
+			}
+		case audit.StepWarmExec:
+			if l, ok := r.FactMap()["limits"]; ok {
+				held["limits"] = l // as set on the warm sandbox's cgroup
 			}
 		case audit.StepSeccomp:
 			if sf, ok := f.(*facts.Seccomp); ok && sf.ProfileSHA256 != "" {
@@ -351,6 +408,11 @@ func (st *story) print(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
+	st.printRecords(w)
+}
+
+// printRecords prints each record with what it asserts.
+func (st *story) printRecords(w io.Writer) {
 	for i, r := range st.recs {
 		status := "ok"
 		if !r.OK {

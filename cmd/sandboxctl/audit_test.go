@@ -281,3 +281,62 @@ func TestAuditFactErrors(t *testing.T) {
 		t.Fatalf("verify of an exec record without attestation: exit %d\n%s", code, out)
 	}
 }
+
+// TestAuditShowWarmExec: a warm exec's story has both halves: its own
+// records (accept, decide, warm_exec, reap) and its warm sandbox's launch
+// (prepare … exec, reap taken_by), whose attestation is the summary's.
+func TestAuditShowWarmExec(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	w, err := audit.Open(path, audit.Options{Version: "1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := strings.Repeat("ab", 32)
+	const launch, exec = "5a5a000000000000000000000000000a", "e1e1000000000000000000000000000e"
+	c := func(id, step, source string, facts map[string]any) {
+		t.Helper()
+		if err := w.Write(audit.Record{ExecID: id, Step: step, Source: source, CallerUID: 1001, OK: true, Facts: facts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limits := map[string]any{"timeout_ms": 5000, "memory_bytes": 1 << 30}
+	c(launch, "prepare", "supervisor", map[string]any{"workspace": "/w/" + launch, "workspace_kind": "one-shot", "files": 0, "file_bytes": 0,
+		"stdio": "pipes", "cgroup_mode": "v1", "kernel": "warm", "limits": map[string]any{"timeout_ms": 30000, "memory_bytes": 2 << 30}})
+	c(launch, "exec", "nsinit", map[string]any{"argv": []string{"/usr/bin/bwrap"}, "bwrap_env": []string{"PATH=/usr/bin"},
+		"payload_env_names": []string{"PATH"}, "mounts_sha256": "cd" + sha[2:], "profile_sha256": sha, "helper_version": "0.1.0", "code_sha256": sha, "t_us": 1300})
+	c(exec, "accept", "supervisor", map[string]any{"method": "POST", "path": "/v1/exec", "body_bytes": 45})
+	c(exec, "decide", "supervisor", map[string]any{"runtime": "python", "limits": limits})
+	c(exec, "warm_exec", "supervisor", map[string]any{"launch_id": launch, "runtime": "python", "files": 1, "file_bytes": 2, "limits": limits, "warm": true})
+	c(exec, "reap", "supervisor", map[string]any{"exit_code": 0, "duration_ms": 9, "warm": true, "launch_id": launch})
+	c(launch, "reap", "supervisor", map[string]any{"warm": true, "taken_by": exec, "stopped": "exited", "pid_namespace_gone": true})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := actl(t, nil, "audit", "show", "--log", path, exec)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"outcome: ran: exit code 0 after 9 ms",
+		"held to: profile sha256 " + sha + ", mounts sha256 cd",
+		`limits {"memory_bytes":1073741824,"timeout_ms":5000}`, // the exec's, as set on the warm cgroup
+		"3. warm_exec", "Handed to the warm python sandbox " + launch,
+		"warm sandbox " + launch + ": built before the exec",
+		"1. prepare", "A runner's launch: warm.", "The warm sandbox was taken by exec " + exec + ".",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = actl(t, nil, "audit", "show", "--json", "--log", path, exec)
+	var v struct {
+		Records    []map[string]any `json:"records"`
+		WarmLaunch struct {
+			LaunchID string           `json:"launch_id"`
+			Records  []map[string]any `json:"records"`
+		} `json:"warm_launch"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || len(v.Records) != 4 || v.WarmLaunch.LaunchID != launch || len(v.WarmLaunch.Records) != 3 {
+		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
+	}
+}

@@ -159,6 +159,10 @@ func run() int {
 		return 1
 	}
 	go sessions.RunReaper(ctx, time.Second)
+	// Built after the sweeps above, so a warm sandbox of an earlier run
+	// (its cgroup, its workspace) is never mistaken for one of this run.
+	stopWarm := srv.StartWarmPool(ctx)
+	defer stopWarm()
 	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "tcp", cfg.Listen, "uid", os.Getuid(),
 		"helper", cfg.HelperPath, "state_dir", cfg.StateDir, "audit_log", cfg.AuditLog())
 	if err := srv.Serve(ctx, ln, tcp...); err != nil {

@@ -1,7 +1,10 @@
 // Package runners owns the programs that run inside a session's sandbox as
 // its kernels: the Python and JavaScript runners, embedded here so that
 // the supervisor passes them as the payload's code. They speak
-// kernel/protocol on fd 0 and fd 1 (docs/KERNELS.md).
+// kernel/protocol on fd 0 and fd 1 (docs/KERNELS.md). It also owns the
+// warm stubs (python_warm.py, javascript_warm.js): the code of a warm pool
+// sandbox, which reads one request header (WarmHeader) from fd 0 and then
+// becomes a cold launch of that request's code; they never frame output.
 //
 // The runners are convenience, not a boundary: they run in the same
 // process as caller code, so nothing they send is trusted (invariant I12;

@@ -1,0 +1,136 @@
+package runners
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// runLaunch runs file as the sandbox launches a payload (launchArgs), in
+// dir, with env and stdin, and returns stdout, stderr and the exit status
+// (-N: killed by signal N).
+func runLaunch(t *testing.T, lang, dir, file string, env []string, stdin []byte) (string, string, int) {
+	t.Helper()
+	argv := launchArgs(t, lang, file)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, env, bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = -int(ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// TestWarmStubIsAColdLaunch: every program of the corpus gives the same
+// stdout, stderr and exit status run cold (its code as the code file) and
+// warm (the stub as the code file, the code in the header on stdin).
+func TestWarmStubIsAColdLaunch(t *testing.T) {
+	base := []string{"HOME=/tmp", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp"}
+	for _, c := range []struct {
+		lang, name, code, stdin string
+	}{
+		{"python", "identity", "import os\nprint(__name__, sys.argv, repr(sys.path[0]), __file__, sorted(globals()), dict(os.environ))\nprint(sys.modules['__main__'].__dict__ is globals(), sys.excepthook is sys.__excepthook__)\n", ""},
+		{"python", "exit 3", "import sys\nprint('x')\nsys.exit(3)\n", ""},
+		{"python", "uncaught", "def f():\n    raise ValueError('boom')\nf()\n", ""},
+		{"python", "syntax error", "def f(:\n  pass\n", ""},
+		{"python", "indentation error", "if 1:\nprint(1)\n", ""},
+		{"python", "KeyboardInterrupt", "raise KeyboardInterrupt\n", ""},
+		{"python", "SystemExit message", "raise SystemExit('bye')\n", ""},
+		{"python", "stdin", "import sys\nd = sys.stdin.read()\nprint(len(d), repr(d))\n", "line one\nline two\n"},
+		{"python", "thread exception", "import threading\ndef g():\n    1/0\nt = threading.Thread(target=g)\nt.start(); t.join()\n", ""},
+		{"python", "traceback module", "import traceback\ntry:\n    1/0\nexcept Exception:\n    traceback.print_exc()\n", ""},
+		{"python", "warning", "import warnings\nwarnings.warn('careful')\n", ""},
+		{"python", "fds", "import os\nprint(sorted(os.listdir('/proc/self/fd')))\n", ""},
+		{"python", "pickle of a main class", "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)\n", ""},
+		{"javascript", "identity", "console.log(process.argv, require.main === module, __filename, module.id, Object.keys(module.exports), process.env)\n", ""},
+		{"javascript", "exit 3", "process.exit(3)\n", ""},
+		{"javascript", "stdin", "let d=''; process.stdin.on('data', c => d += c).on('end', () => console.log(JSON.stringify(d)))\n", "from stdin\n"},
+		{"javascript", "fds", "console.log(require('fs').readdirSync('/proc/self/fd').length)\n", ""},
+	} {
+		t.Run(c.lang+" "+c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, codeFiles[c.lang])
+			if err := os.WriteFile(file, []byte(c.code), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cout, cerr, ccode := runLaunch(t, c.lang, dir, file, base, []byte(c.stdin))
+			stub, err := WarmSource(c.lang)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, []byte(stub), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			in := append(WarmHeader(c.code, nil), c.stdin...)
+			wout, werr, wcode := runLaunch(t, c.lang, dir, file, base, in)
+			if wout != cout || wcode != ccode {
+				t.Errorf("stdout/exit differ:\n warm %d %q\n cold %d %q", wcode, wout, ccode, cout)
+			}
+			if werr != cerr {
+				t.Errorf("stderr differs:\n warm %q\n cold %q", werr, cerr)
+			}
+		})
+	}
+}
+
+// TestWarmStubEnv: the request's env overlays the base, in the order the
+// helper writes an environment (sorted by name), for the process and its
+// children.
+func TestWarmStubEnv(t *testing.T) {
+	base := []string{"HOME=/tmp", "LANG=C.UTF-8", "PATH=/usr/bin:/bin", "TMPDIR=/tmp"}
+	for _, lang := range []string{"python", "javascript"} {
+		code := map[string]string{
+			"python":     "import os, subprocess\nprint(list(os.environ.items()))\nprint(subprocess.run(['/usr/bin/env'], capture_output=True, text=True).stdout)\n",
+			"javascript": "console.log(JSON.stringify(Object.entries(process.env)))\nconsole.log(require('child_process').execFileSync('/usr/bin/env').toString())\n",
+		}[lang]
+		dir := t.TempDir()
+		file := filepath.Join(dir, codeFiles[lang])
+		stub, _ := WarmSource(lang)
+		if err := os.WriteFile(file, []byte(stub), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wout, werr, _ := runLaunch(t, lang, dir, file, base, WarmHeader(code, map[string]string{"API_TOKEN": "t0k", "PATH": "/x"}))
+		if err := os.WriteFile(file, []byte(code), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cold := []string{"API_TOKEN=t0k", "HOME=/tmp", "LANG=C.UTF-8", "PATH=/x", "TMPDIR=/tmp"}
+		cout, cerr, _ := runLaunch(t, lang, dir, file, cold, nil)
+		if wout != cout || werr != cerr {
+			t.Errorf("%s env:\n warm %q %q\n cold %q %q", lang, wout, werr, cout, cerr)
+		}
+		if !strings.Contains(wout, "API_TOKEN=t0k") {
+			t.Errorf("%s: the request's env did not reach a child: %q", lang, wout)
+		}
+	}
+}
+
+// TestWarmStubExitsOnEOF: a warm sandbox destroyed unused (stdin closed
+// before a header) exits 0 and writes nothing.
+func TestWarmStubExitsOnEOF(t *testing.T) {
+	for _, lang := range []string{"python", "javascript"} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, codeFiles[lang])
+		stub, _ := WarmSource(lang)
+		if err := os.WriteFile(file, []byte(stub), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errs, code := runLaunch(t, lang, dir, file, []string{"PATH=/usr/bin:/bin"}, nil)
+		if out != "" || errs != "" || code != 0 {
+			t.Errorf("%s on EOF: exit %d stdout %q stderr %q", lang, code, out, errs)
+		}
+	}
+}
