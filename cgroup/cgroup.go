@@ -252,14 +252,19 @@ func (m *Manager) Create(id string, l Limits) (*Exec, error) {
 		}
 		e.dirs[c] = dir
 	}
-	if err := e.setLimits(l); err != nil {
+	if err := e.SetLimits(l); err != nil {
 		_ = e.Remove()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *Exec) setLimits(l Limits) error {
+// SetLimits writes l to the cgroup; a zero field leaves that resource as
+// it is (a fresh cgroup: unlimited below the delegated subtree). The
+// launcher writes a request's limits to a cgroup made ahead of time (the
+// helper pool) before it releases the helper: nothing of the payload runs
+// before they hold.
+func (e *Exec) SetLimits(l Limits) error {
 	type w struct{ ctrl, file, value string }
 	var writes []w
 	period := 100000

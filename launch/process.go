@@ -43,10 +43,13 @@ type waitStatus struct {
 // newHelperProc (pipes), start, feed, place, relayReports, watchStatus,
 // drainOutput, supervise, teardown.
 type helperProc struct {
-	path  string
-	cg    *cgroup.Exec // nil without cgroups
-	pipes *helperPipes
-	cmd   *exec.Cmd
+	path string
+	cg   *cgroup.Exec // nil without cgroups
+	// placed: the helper is in cg already (born there on v2, or a
+	// pre-started helper moved there ahead of time on v1).
+	placed bool
+	pipes  *helperPipes
+	cmd    *exec.Cmd
 	// grace is killGrace; tests shorten it.
 	grace time.Duration
 
@@ -104,6 +107,7 @@ func (hp *helperProc) start() error {
 		}
 		defer unix.Close(fd) // the child has it from the clone on
 		hp.cmd.SysProcAttr.UseCgroupFD, hp.cmd.SysProcAttr.CgroupFD = true, fd
+		hp.placed = true
 	}
 	started := make(chan error, 1)
 	// Pdeathsig fires when the thread that forked the child exits, not the
@@ -143,20 +147,26 @@ func (hp *helperProc) feed(encodedSpec, stdin []byte) {
 	}()
 }
 
-// place moves the helper into the exec's cgroup on v1, then releases it
-// (phase "place"). The helper execs bwrap only after the release byte, so
-// everything of the sandbox starts inside the cgroup; only the prelude's
-// short-lived holder does not. A v1 move waits for an RCU grace period
-// (cgroup_threadgroup_rwsem), several ms here: done while the helper starts
-// up, it costs little. The release pipe's write end stays open until the
-// helper is reaped (closeAll): a hang-up on fd 6 then means the supervisor
-// died, never that the launch was released.
-func (hp *helperProc) place() error {
-	if hp.cg != nil && hp.cg.Dir() == "" {
+// place moves the helper into the exec's cgroup on v1 unless it is there
+// already, makes the exec's records so far durable (barrier), then
+// releases it (phase "place"). The helper execs bwrap only after the
+// release byte, so everything of the sandbox starts inside the cgroup and
+// after the barrier; only the prelude's short-lived holder does not. A v1
+// move waits for an RCU grace period (cgroup_threadgroup_rwsem), 5-7 ms
+// here: a pre-started helper (helperpool.go) was moved ahead of time. The
+// release pipe's write end stays open until the helper is reaped
+// (closeAll): a hang-up on fd 6 then means the supervisor died, never that
+// the launch was released. A failure kills the helper unreleased.
+func (hp *helperProc) place(barrier func() error) error {
+	if hp.cg != nil && !hp.placed && hp.cg.Dir() == "" {
 		if err := hp.cg.Add(hp.cmd.Process.Pid); err != nil {
 			_ = hp.cmd.Process.Kill() // never released: nothing ran
-			return err
+			return errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}
+	}
+	if err := barrier(); err != nil {
+		_ = hp.cmd.Process.Kill()
+		return errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be made durable, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
 	// A failed write means the helper is already gone; its reports say why.
 	_, _ = hp.pipes.releaseW.Write([]byte{1})

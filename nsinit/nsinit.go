@@ -152,17 +152,20 @@ func preludeFailed(rep *reporter, pre PreludeOutcome) int {
 
 func (l *launch) enter() int {
 	ef := preludeFacts(l.pre)
-	cfg, err := config.Load(config.DefaultPath)
-	if err != nil {
-		return l.rep.fail(ef, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
-	}
-	l.cfg = cfg
+	// The spec first: a pre-started helper (the supervisor's helper pool)
+	// waits here, so the config it checks the spec against is read when
+	// the launch happens, never before.
 	specFile := os.NewFile(spec.FDSpec, "spec")
 	s, err := spec.Decode(specFile)
 	specFile.Close()
 	if err != nil {
 		return l.rep.fail(ef, spec.ExitSpec, err, "")
 	}
+	cfg, err := config.Load(config.DefaultPath)
+	if err != nil {
+		return l.rep.fail(ef, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
+	}
+	l.cfg = cfg
 	l.spec = s
 	if err := l.checkSpec(); err != nil {
 		return l.rep.fail(ef, spec.ExitSpec, err, "")
