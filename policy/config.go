@@ -45,9 +45,12 @@ const (
 	DefaultWorkspaceQuotaBytes = 1024 << 20
 	DefaultMaxSessions         = 16
 	DefaultMaxConcurrentExecs  = 4
-	DefaultMaxQueuedExecs      = 16
-	DefaultIdleTTLSeconds      = 1800
-	DefaultIdleTTLCapSeconds   = 86400
+	// DefaultHelperPool pre-starts two helpers: enough for concurrency 2
+	// on a 2-core host (make bench).
+	DefaultHelperPool        = 2
+	DefaultMaxQueuedExecs    = 16
+	DefaultIdleTTLSeconds    = 1800
+	DefaultIdleTTLCapSeconds = 86400
 
 	// Per-caller shares (I11: no caller can starve another). A caller is a
 	// peer uid.
@@ -165,6 +168,9 @@ type Config struct {
 
 	MaxSessions        int
 	MaxConcurrentExecs int
+	// HelperPool keeps this many sandboxd-nsinit helpers pre-started
+	// (prelude done, in their own cgroup, waiting for a spec); 0: off.
+	HelperPool int
 
 	// MaxSessionsPerCaller bounds the sessions one uid holds at once.
 	MaxSessionsPerCaller int
@@ -276,6 +282,7 @@ func Defaults() Config {
 		WorkspaceQuotaBytes:   DefaultWorkspaceQuotaBytes,
 		MaxSessions:           DefaultMaxSessions,
 		MaxConcurrentExecs:    DefaultMaxConcurrentExecs,
+		HelperPool:            DefaultHelperPool,
 		MaxQueuedExecs:        DefaultMaxQueuedExecs,
 		CgroupParent:          "sandboxd",
 		ArchiveMaxBytes:       200 << 20,
@@ -406,6 +413,7 @@ func settings() []setting {
 		{"workspace-quota", "workspace disk quota, also RLIMIT_FSIZE (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.WorkspaceQuotaBytes) }},
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
 		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
+		{"helper-pool", "sandboxd-nsinit helpers kept pre-started (namespaces made, capabilities dropped, in their own cgroup, waiting for a launch; replaced every 30 s); each launch takes one, which takes the helper's start-up and the cgroup v1 move off its latency; 0: off", func(c *Config) flag.Value { return (*intValue)(&c.HelperPool) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
 		{"archive-backend", "where keyed sessions are archived when they end and restored from: local, s3 or none", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveBackend) }},
 		{"archive-dir", "directory of local session archives (restored by key); empty: <state-dir>/archives", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
@@ -620,6 +628,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
+	}
+	if c.HelperPool < 0 || c.HelperPool > 64 {
+		bad("helper-pool", "%d is outside 0..64", c.HelperPool)
 	}
 	c.validateShares(bad)
 	c.validateListen(bad, absPath)
