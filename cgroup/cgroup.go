@@ -235,13 +235,21 @@ type Exec struct {
 	dirs map[string]string
 }
 
+// validName refuses a cgroup name that is not one plain path component.
+func validName(id string) error {
+	if id == "" || strings.ContainsAny(id, "/.") {
+		return fmt.Errorf("cgroup name %q", id)
+	}
+	return nil
+}
+
 // Create makes the cgroup of exec id and sets its limits.
 func (m *Manager) Create(id string, l Limits) (*Exec, error) {
 	if m.mode == ModeNone {
 		return nil, errors.New("no delegated cgroup subtree: " + m.reason)
 	}
-	if id == "" || strings.ContainsAny(id, "/.") {
-		return nil, fmt.Errorf("cgroup name %q", id)
+	if err := validName(id); err != nil {
+		return nil, err
 	}
 	e := &Exec{mode: m.mode, dirs: map[string]string{}}
 	for c, parent := range m.dirs {
@@ -312,6 +320,24 @@ func writeFile(path, value string) error {
 	_, werr := f.WriteString(value)
 	cerr := f.Close()
 	return errors.Join(werr, cerr)
+}
+
+// Rename gives the cgroup a new name in the same delegated directory (a
+// pre-started helper's cgroup becomes its exec's): rename(2) of a cgroup
+// directory moves no process, so it is cheap on v1 too. On failure the
+// directories already renamed keep their new name and e follows them.
+func (e *Exec) Rename(id string) error {
+	if err := validName(id); err != nil {
+		return err
+	}
+	for c, dir := range e.dirs {
+		to := filepath.Join(filepath.Dir(dir), id)
+		if err := os.Rename(dir, to); err != nil {
+			return fmt.Errorf("rename cgroup %s to %s: %w", dir, id, err)
+		}
+		e.dirs[c] = to
+	}
+	return nil
 }
 
 // Dir returns the v2 directory (for CLONE_INTO_CGROUP), or "" on v1.

@@ -344,11 +344,15 @@ func (h *HelperLauncher) acquireHelper(req Request) (*helperProc, func(), error)
 			if hp.cg == nil {
 				return hp, func() {}, nil
 			}
-			err := hp.cg.SetLimits(cgroupLimits(req.Limits))
+			// Named by its exec from here on, like a cgroup made for it.
+			err := hp.cg.Rename(req.ExecID)
+			if err == nil {
+				err = hp.cg.SetLimits(cgroupLimits(req.Limits))
+			}
 			if err == nil {
 				return hp, h.cgroupRemover(req, hp.cg), nil
 			}
-			h.cfg.Log.Warn("helper pool: cannot set a pre-started helper's limits; starting one", "exec_id", req.ExecID, "err", err)
+			h.cfg.Log.Warn("helper pool: cannot name or limit a pre-started helper's cgroup; starting one", "exec_id", req.ExecID, "err", err)
 			hp.discard()
 		}
 	}
