@@ -9,145 +9,407 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestBench is `make bench`: one-shot execs through the API, interleaved in
-// one run with bare python3/node and bare bwrap with the same binds, so the
-// noise of this machine hits every column alike. It prints p50/p95 and the
-// ratios; it asserts nothing about speed (that is not a test's job).
+// TestBench is `make bench` (issue 15): one-shot execs through the API,
+// interleaved with bare python3/node and bare bwrap (as root and as the
+// service user, the helper's binds) so the noise of this machine hits every
+// column alike; then throughput at concurrency 1, 2 and 4, the supervisor's
+// memory, and where a cold one-shot's time goes (from its audit records).
+// It prints medians and asserts nothing about speed (that is not a test's
+// job); the targets are printed next to the figures.
+//
+// Supervisors run one at a time (they share the state directory and the
+// delegated cgroups, whose Sweep at start would kill another's helpers), so
+// the rows come in phases, each interleaved with its own bare columns:
+//
+//	cold   --warm-pool 0 (when the flag exists): one-shot cold, session
+//	       process and kernel execs; the helper pool at its default
+//	warm   the warm pool at its default: one-shot warm
+//	nopool --helper-pool 0 --warm-pool 0: the cold path without the helper
+//	       pool, for the difference it makes
 func TestBench(t *testing.T) {
 	in := setup(t)
-	var extra []string
-	if v := os.Getenv("SANDBOXD_BENCH_FLAGS"); v != "" {
-		extra = strings.Fields(v)
+	b := &bench{in: in, t: t, n: envInt("SANDBOXD_BENCH_N", 100), tput: time.Duration(envInt("SANDBOXD_BENCH_TPUT_MS", 2500)) * time.Millisecond}
+	b.warmFlag = supervisorKnows(in, "warm-pool")
+	fmt.Printf("\nsandboxd bench: %d interleaved runs per column, %s; warm pool flag: %v\n", b.n, time.Now().Format(time.RFC3339), b.warmFlag)
+
+	off := []string{}
+	if b.warmFlag {
+		off = []string{"--warm-pool", "0"}
 	}
-	s := in.startSupervisor(t, supervisorOpts{extra: extra})
-	// The audit log's fsync policy is part of what is measured: the default
-	// (each record) unless SANDBOXD_BENCH_FLAGS says otherwise.
-	n := 150
-	if v, err := strconv.Atoi(os.Getenv("SANDBOXD_BENCH_N")); err == nil && v > 0 {
-		n = v
+	cold := b.phase("cold", off, func(p *phase) {
+		sess := p.s.createSession(t, map[string]any{"ttl_seconds": 3600})
+		p.sessions = append(p.sessions, sess.ID)
+		p.col("api one-shot cold", p.api)
+		p.col("api session process", p.session(sess.ID, "process"))
+		p.col("api session kernel", p.session(sess.ID, "kernel"))
+	})
+	var warm *phase
+	if b.warmFlag {
+		warm = b.phase("warm", nil, func(p *phase) { p.col("api one-shot warm", p.api) })
 	}
-	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
-	bare := func(argv ...string) func() error {
-		return func() error {
-			// env -i: this machine exports variables that slow node 2.7x.
-			cmd := exec.Command("/usr/bin/env", append([]string{"-i", "PATH=/usr/bin:/bin"}, argv...)...)
-			cmd.SysProcAttr = cred
-			cmd.Dir = "/"
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%v: %v: %s", argv, err, out)
-			}
-			return nil
+	nopool := b.phase("nopool", append([]string{"--helper-pool", "0"}, off...), func(p *phase) {
+		p.col("api one-shot cold, --helper-pool 0", p.api)
+	})
+
+	for _, lang := range benchLangs {
+		fmt.Printf("\n%s (p50/p95 in ms; ratios of p50 to the same phase's bare columns)\n", lang.name)
+		fmt.Printf("  %-38s %8s %8s %9s %11s\n", "", "p50", "p95", "/bare", "/bwrap-root")
+		cold.print(lang.name, true)
+		if warm != nil {
+			warm.print(lang.name, false)
+		} else {
+			fmt.Printf("  %-38s n/a (no --warm-pool)\n", "api one-shot warm")
+		}
+		nopool.print(lang.name, false)
+		c, r := cold.p50(lang.name, "api one-shot cold"), cold.p50(lang.name, "bare bwrap (root)")
+		fmt.Printf("  target cold p50 <= 1.20 x bare bwrap (root): %.2f\n", ratio(c, r))
+		if warm != nil {
+			w, bare := warm.p50(lang.name, "api one-shot warm"), warm.p50(lang.name, "bare interpreter")
+			fmt.Printf("  target warm p50 <= 0.60 x bare interpreter: %.2f; p95 <= 1.00: %.2f\n", ratio(w, bare),
+				ratio(warm.p95(lang.name, "api one-shot warm"), warm.p95(lang.name, "bare interpreter")))
 		}
 	}
-	// The same binds and namespaces the helper asks bwrap for, but bwrap
-	// making its own user namespace as an unprivileged user.
-	bwrapArgs := func(argv ...string) []string {
-		a := []string{"/usr/bin/bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000",
-			"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-			"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"}
-		for _, p := range []string{"/usr", "/etc/alternatives", "/etc/ssl", "/etc/localtime"} {
-			a = append(a, "--ro-bind-try", p, p)
+
+	fmt.Printf("\nthroughput, python print(1), execs/s (each for %v)\n  %-34s %8s %8s %8s\n", b.tput, "", "c=1", "c=2", "c=4")
+	for _, row := range []struct {
+		name string
+		p    *phase
+	}{{"bare bwrap (root)", cold}, {"api one-shot cold", cold}, {"api one-shot warm", warm}, {"api one-shot cold, --helper-pool 0", nopool}} {
+		if row.p == nil {
+			fmt.Printf("  %-34s n/a (no --warm-pool)\n", row.name)
+			continue
 		}
-		a = append(a, "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--symlink", "usr/lib", "/lib",
-			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dir", "/dev")
-		for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
-			a = append(a, "--dev-bind-try", d, d)
-		}
-		a = append(a, "--size", "268435456", "--tmpfs", "/tmp", "--size", "67108864", "--tmpfs", "/dev/shm",
-			"--tmpfs", "/workspace", "--remount-ro", "/", "--chdir", "/workspace", "--")
-		return append(a, argv...)
+		tp := row.p.tputs[row.name]
+		fmt.Printf("  %-34s %8.1f %8.1f %8.1f\n", row.name, tp[0], tp[1], tp[2])
 	}
-	api := func(lang, code string) func() error {
-		return func() error {
-			r := s.exec(map[string]any{"language": lang, "code": code})
-			if r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "1\n" {
-				return fmt.Errorf("api %s: %+v", lang, r)
-			}
-			return nil
+	if c, r := cold.tputs["api one-shot cold"], cold.tputs["bare bwrap (root)"]; r[1] > 0 {
+		fmt.Printf("  target api cold at c=2 >= 85%% of bare bwrap's: %.0f%%\n", 100*c[1]/r[1])
+	}
+
+	fmt.Println("\nsupervisor memory (VmRSS / VmHWM from /proc), 16 idle sessions each with a python kernel started by one exec:")
+	for _, p := range []*phase{cold, warm, nopool} {
+		if p != nil {
+			fmt.Printf("  %-8s %s\n", p.name, p.rss)
 		}
 	}
-	sess := s.createSession(t, map[string]any{"ttl_seconds": 3600})
-	t.Cleanup(func() { in.dropSession(sess.ID) })
-	// mode "process": a fresh interpreter in the session's workspace;
-	// "kernel": the session's warm kernel (issue 11's kernel row).
-	sessionAPI := func(lang, code, mode string) func() error {
-		return func() error {
-			r := s.sessionExec(t, sess.ID, map[string]any{"language": lang, "code": code, "mode": mode})
-			if r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "1\n" {
-				return fmt.Errorf("session api %s: %+v", lang, r)
-			}
-			return nil
-		}
+	fmt.Println("  target <= 64 MiB with the pool full and 16 idle sessions")
+
+	fmt.Println("\nwhere a cold one-shot's time goes (python, medians of the gaps between its audit records' times, ms):")
+	for _, p := range []*phase{cold, nopool} {
+		fmt.Printf("  %-8s %s\n", p.name, p.breakdown)
 	}
-	rows := []struct {
-		lang string
-		cols []struct {
-			name string
-			fn   func() error
+	fmt.Println(strings.Repeat("-", 72))
+}
+
+type benchLang struct{ name, language, code, interp, flag, expr string }
+
+var benchLangs = []benchLang{
+	{"python print(1)", "python", "print(1)", "/usr/bin/python3", "-c", "print(1)"},
+	{"node console.log(1)", "javascript", "console.log(1)", "/usr/bin/node", "-e", "console.log(1)"},
+}
+
+type bench struct {
+	in       *installation
+	t        *testing.T
+	n        int
+	tput     time.Duration
+	warmFlag bool
+}
+
+// phase is one supervisor's share of the run.
+type phase struct {
+	b        *bench
+	name     string
+	s        *supervisor
+	lang     benchLang
+	sessions []string
+	cols     []column
+	samples  map[string]map[string][]time.Duration // lang -> column -> samples
+	tputs    map[string][3]float64
+	rss      string
+	// breakdown of the cold python one-shots, from the audit log.
+	breakdown string
+}
+
+type column struct {
+	name string
+	fn   func(benchLang) func() error
+}
+
+func (p *phase) col(name string, fn func(benchLang) func() error) {
+	p.cols = append(p.cols, column{name, fn})
+}
+
+// phase starts a supervisor with flags, lets add add its columns (after
+// the bare ones), runs them interleaved for each language, then the
+// throughput and memory figures, and stops it.
+func (b *bench) phase(name string, flags []string, add func(*phase)) *phase {
+	t := b.t
+	flags = append([]string{"--max-sessions", "40", "--max-sessions-per-caller", "40"}, flags...)
+	p := &phase{b: b, name: name, samples: map[string]map[string][]time.Duration{}, tputs: map[string][3]float64{}}
+	p.s = b.in.startSupervisor(t, supervisorOpts{extra: flags})
+	defer func() {
+		p.s.stop()
+		for _, id := range p.sessions {
+			b.in.dropSession(id)
 		}
-	}{
-		{"python print(1)", []struct {
-			name string
-			fn   func() error
-		}{
-			{"api one-shot", api("python", "print(1)")},
-			{"bare python3", bare("/usr/bin/python3", "-c", "print(1)")},
-			{"bare bwrap", bare(bwrapArgs("/usr/bin/python3", "-c", "print(1)")...)},
-			{"api session", sessionAPI("python", "print(1)", "process")},
-			{"api kernel", sessionAPI("python", "print(1)", "kernel")},
-		}},
-		{"node console.log(1)", []struct {
-			name string
-			fn   func() error
-		}{
-			{"api one-shot", api("javascript", "console.log(1)")},
-			{"bare node", bare("/usr/bin/node", "-e", "console.log(1)")},
-			{"bare bwrap", bare(bwrapArgs("/usr/bin/node", "-e", "console.log(1)")...)},
-			{"api session", sessionAPI("javascript", "console.log(1)", "process")},
-			{"api kernel", sessionAPI("javascript", "console.log(1)", "kernel")},
-		}},
-	}
-	fmt.Printf("\nsandboxd bench: %d interleaved runs per column, %s\n", n, time.Now().Format(time.RFC3339))
-	for _, row := range rows {
-		samples := make([][]time.Duration, len(row.cols))
-		for i := 0; i < n+5; i++ {
-			for c, col := range row.cols {
+	}()
+	p.col("bare interpreter", p.bare(nil))
+	p.col("bare bwrap (root)", p.bwrap(false))
+	p.col("bare bwrap (service user)", p.bwrap(true))
+	add(p)
+	time.Sleep(500 * time.Millisecond) // the pools fill
+	for _, lang := range benchLangs {
+		p.samples[lang.name] = map[string][]time.Duration{}
+		fns := make([]func() error, len(p.cols))
+		for c, col := range p.cols {
+			fns[c] = col.fn(lang)
+		}
+		for i := 0; i < b.n+5; i++ {
+			for c, col := range p.cols {
 				start := time.Now()
-				if err := col.fn(); err != nil {
+				if err := fns[c](); err != nil {
 					t.Fatal(err)
 				}
 				if i >= 5 { // warm-up
-					samples[c] = append(samples[c], time.Since(start))
+					p.samples[lang.name][col.name] = append(p.samples[lang.name][col.name], time.Since(start))
 				}
 			}
 		}
-		p := func(d []time.Duration, q float64) time.Duration {
-			s := append([]time.Duration(nil), d...)
-			sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-			return s[int(q*float64(len(s)-1))]
-		}
-		fmt.Printf("\n%s\n  %-14s %9s %9s\n", row.lang, "", "p50", "p95")
-		for c, col := range row.cols {
-			fmt.Printf("  %-14s %9s %9s\n", col.name, ms(p(samples[c], 0.5)), ms(p(samples[c], 0.95)))
-		}
-		apiP50, bareP50, bwrapP50 := p(samples[0], 0.5), p(samples[1], 0.5), p(samples[2], 0.5)
-		fmt.Printf("  ratio p50: api/bare-bwrap %.2f   api/bare %.2f   bare-bwrap/bare %.2f   (target api/bare-bwrap <= 1.20)\n",
-			ratio(apiP50, bwrapP50), ratio(apiP50, bareP50), ratio(bwrapP50, bareP50))
-		fmt.Printf("  ratio p95: api/bare-bwrap %.2f\n", ratio(p(samples[0], 0.95), p(samples[2], 0.95)))
-		fmt.Printf("  session row p50: api-session/bare-bwrap %.2f   api-session/bare %.2f   p95 api-session/bare-bwrap %.2f\n",
-			ratio(p(samples[3], 0.5), bwrapP50), ratio(p(samples[3], 0.5), bareP50), ratio(p(samples[3], 0.95), p(samples[2], 0.95)))
-		fmt.Printf("  kernel row p50: api-kernel %s vs bare %s: api-kernel/bare %.2f   (target <= 0.30)\n",
-			ms(p(samples[4], 0.5)), ms(bareP50), ratio(p(samples[4], 0.5), bareP50))
 	}
-	fmt.Println(strings.Repeat("-", 60))
+	py := benchLangs[0]
+	if name == "cold" {
+		p.tputs["bare bwrap (root)"] = p.throughput(p.bwrap(false)(py))
+	}
+	api := p.cols[len(p.cols)-1].name
+	if name == "cold" {
+		api = "api one-shot cold"
+	}
+	p.tputs[api] = p.throughput(p.api(py))
+	p.breakdown = p.coldBreakdown()
+	p.rss = p.memory()
+	return p
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+// bare runs argv (the language's interpreter when nil) as the service
+// user with an empty environment.
+func (p *phase) bare(argv func(benchLang) []string) func(benchLang) func() error {
+	return func(l benchLang) func() error {
+		a := []string{l.interp, l.flag, l.expr}
+		if argv != nil {
+			a = argv(l)
+		}
+		return p.run(a, true)
+	}
+}
 
-func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+// bwrap runs the interpreter under bwrap with the binds and namespaces the
+// helper asks for, bwrap making its own user namespace, as root or as the
+// service user.
+func (p *phase) bwrap(asUser bool) func(benchLang) func() error {
+	return func(l benchLang) func() error { return p.run(bwrapArgs(l.interp, l.flag, l.expr), asUser) }
+}
+
+func (p *phase) run(argv []string, asUser bool) func() error {
+	return func() error {
+		// env -i: this machine exports variables that slow node 2.7x.
+		cmd := exec.Command("/usr/bin/env", append([]string{"-i", "PATH=/usr/bin:/bin"}, argv...)...)
+		if asUser {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(p.b.in.uid), Gid: uint32(p.b.in.gid), Groups: []uint32{}}}
+		}
+		cmd.Dir = "/"
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != "1\n" {
+			return fmt.Errorf("%v: %v: %q", argv, err, out)
+		}
+		return nil
+	}
+}
+
+func bwrapArgs(argv ...string) []string {
+	a := []string{"/usr/bin/bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"}
+	for _, p := range []string{"/usr", "/etc/alternatives", "/etc/ssl", "/etc/localtime"} {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	a = append(a, "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dir", "/dev")
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
+		a = append(a, "--dev-bind-try", d, d)
+	}
+	a = append(a, "--size", "268435456", "--tmpfs", "/tmp", "--size", "67108864", "--tmpfs", "/dev/shm",
+		"--tmpfs", "/workspace", "--remount-ro", "/", "--chdir", "/workspace", "--")
+	return append(a, argv...)
+}
+
+// api is a one-shot exec through the API.
+func (p *phase) api(l benchLang) func() error {
+	return func() error {
+		status, body := p.s.do("POST", "/v1/exec", map[string]any{"language": l.language, "code": l.code})
+		if status != 200 || !strings.Contains(string(body), `"stdout":"1\n"`) {
+			return fmt.Errorf("api %s: %d %s", l.language, status, body)
+		}
+		return nil
+	}
+}
+
+func (p *phase) session(id, mode string) func(benchLang) func() error {
+	return func(l benchLang) func() error {
+		return func() error {
+			r := p.s.sessionExec(p.b.t, id, map[string]any{"language": l.language, "code": l.code, "mode": mode})
+			if r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "1\n" {
+				return fmt.Errorf("session %s %s: %+v", mode, l.language, r)
+			}
+			return nil
+		}
+	}
+}
+
+// throughput runs fn at concurrency 1, 2 and 4, each for the bench's
+// throughput time, and returns execs per second.
+func (p *phase) throughput(fn func() error) [3]float64 {
+	var out [3]float64
+	for i, c := range []int{1, 2, 4} {
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			done  int
+			first error
+		)
+		start := time.Now()
+		for g := 0; g < c; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Since(start) < p.b.tput {
+					err := fn()
+					mu.Lock()
+					if err != nil && first == nil {
+						first = err
+					}
+					done++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if first != nil {
+			p.b.t.Fatal(first)
+		}
+		out[i] = float64(done) / time.Since(start).Seconds()
+	}
+	return out
+}
+
+// memory starts 16 sessions with a python kernel each (one exec each),
+// lets the pools refill, and reads the supervisor's VmRSS and VmHWM.
+func (p *phase) memory() string {
+	for i := 0; i < 16; i++ {
+		sess := p.s.createSession(p.b.t, map[string]any{"ttl_seconds": 3600})
+		p.sessions = append(p.sessions, sess.ID)
+		if err := p.session(sess.ID, "kernel")(benchLangs[0])(); err != nil {
+			p.b.t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	return fmt.Sprintf("VmRSS %s, VmHWM %s", statusField(p.b.t, p.s.cmd.Process.Pid, "VmRSS"), statusField(p.b.t, p.s.cmd.Process.Pid, "VmHWM"))
+}
+
+// coldBreakdown reads the phase's audit log: for the python one-shots, the
+// median gap between consecutive steps of each exec's story.
+func (p *phase) coldBreakdown() string {
+	steps := []string{"accept", "decide", "prepare", "enter", "network", "seccomp", "drop", "exec", "reap"}
+	times := map[string]map[string]time.Time{}
+	runtimeOf := map[string]string{}
+	for _, r := range p.s.auditRecords() {
+		id, _ := r["exec_id"].(string)
+		step, _ := r["step"].(string)
+		ts, _ := r["time"].(string)
+		tm, err := time.Parse(time.RFC3339Nano, ts)
+		if id == "" || err != nil {
+			continue
+		}
+		if times[id] == nil {
+			times[id] = map[string]time.Time{}
+		}
+		times[id][step] = tm
+		if f, ok := r["facts"].(map[string]any); ok && step == "enter" {
+			runtimeOf[id], _ = f["runtime"].(string)
+		}
+	}
+	gaps := make([][]time.Duration, len(steps))
+	for id, ts := range times {
+		if runtimeOf[id] != "python" || len(ts) != len(steps) {
+			continue // sessions' and kernels' execs, node
+		}
+		for i := 1; i < len(steps); i++ {
+			gaps[i] = append(gaps[i], ts[steps[i]].Sub(ts[steps[i-1]]))
+		}
+	}
+	var b strings.Builder
+	for i := 1; i < len(steps); i++ {
+		if len(gaps[i]) == 0 {
+			return "no complete one-shot trails"
+		}
+		fmt.Fprintf(&b, "%s→%s %.2f  ", steps[i-1], steps[i], float64(pct(gaps[i], 0.5).Microseconds())/1000)
+	}
+	fmt.Fprintf(&b, "(%d execs)", len(gaps[1]))
+	return b.String()
+}
+
+func (p *phase) print(lang string, bare bool) {
+	s := p.samples[lang]
+	bareP50, rootP50 := pct(s["bare interpreter"], 0.5), pct(s["bare bwrap (root)"], 0.5)
+	for _, c := range p.cols {
+		if !bare && strings.HasPrefix(c.name, "bare ") {
+			continue
+		}
+		name := c.name
+		if strings.HasPrefix(name, "bare ") && p.name != "cold" {
+			name += " [" + p.name + "]"
+		}
+		p50 := pct(s[c.name], 0.5)
+		fmt.Printf("  %-38s %8s %8s %9.2f %11.2f\n", name, msf(p50), msf(pct(s[c.name], 0.95)), ratio(p50, bareP50), ratio(p50, rootP50))
+	}
+}
+
+func (p *phase) p50(lang, col string) time.Duration { return pct(p.samples[lang][col], 0.5) }
+func (p *phase) p95(lang, col string) time.Duration { return pct(p.samples[lang][col], 0.95) }
+
+func pct(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	return s[int(q*float64(len(s)-1))]
+}
+
+// supervisorKnows reports whether the installed supervisor has --flag.
+func supervisorKnows(in *installation, flag string) bool {
+	out, _ := exec.Command(in.path("bin/sandboxd"), "--help").CombinedOutput()
+	return strings.Contains(string(out), "-"+flag+" ")
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func msf(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
