@@ -51,6 +51,7 @@ type helperPool struct {
 func newHelperPool(size int, start func() (*helperProc, error), log *slog.Logger) *helperPool {
 	p := &helperPool{start: start, size: size, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	p.wg.Add(1)
+	p.kick() // fill at once
 	go p.fill()
 	return p
 }
@@ -74,6 +75,7 @@ func (p *helperPool) take() *helperProc {
 		}
 		// It died waiting (its prelude failed, or it was killed): a cold
 		// launch runs the prelude again and reports what happens.
+		p.log.Warn("helper pool: a pre-started helper died while it waited; the launch starts its own", "pid", hp.cmd.Process.Pid)
 		hp.discard()
 	}
 }
@@ -202,7 +204,7 @@ func (hp *helperProc) discard() {
 	hp.pipes.closeAll()
 	if hp.cg != nil {
 		hp.cg.KillAll()
-		go func() { _ = hp.cg.Remove() }()
+		_ = hp.cg.Remove() // what is left, Sweep removes at the next start
 	}
 }
 
