@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,7 +101,7 @@ func TestBench(t *testing.T) {
 	}
 	fmt.Println("  target <= 64 MiB with the pool full and 16 idle sessions")
 
-	fmt.Println("\nwhere a cold one-shot's time goes (python, medians of the gaps between its audit records' times, ms):")
+	fmt.Println("\nwhere a cold python one-shot's time goes (medians, ms; launch_us of its reap record, and the client's time outside it):")
 	for _, p := range []*phase{cold, nopool} {
 		fmt.Printf("  %-8s %s\n", p.name, p.breakdown)
 	}
@@ -135,6 +136,8 @@ type phase struct {
 	rss      string
 	// breakdown of the cold python one-shots, from the audit log.
 	breakdown string
+	mu        sync.Mutex
+	client    map[string]time.Duration // python one-shots: exec id -> client time
 }
 
 type column struct {
@@ -152,7 +155,7 @@ func (p *phase) col(name string, fn func(benchLang) func() error) {
 func (b *bench) phase(name string, flags []string, add func(*phase)) *phase {
 	t := b.t
 	flags = append([]string{"--max-sessions", "40", "--max-sessions-per-caller", "40"}, flags...)
-	p := &phase{b: b, name: name, samples: map[string]map[string][]time.Duration{}, tputs: map[string][3]float64{}}
+	p := &phase{b: b, name: name, samples: map[string]map[string][]time.Duration{}, tputs: map[string][3]float64{}, client: map[string]time.Duration{}}
 	p.s = b.in.startSupervisor(t, supervisorOpts{extra: flags})
 	defer func() {
 		p.s.stop()
@@ -183,6 +186,7 @@ func (b *bench) phase(name string, flags []string, add func(*phase)) *phase {
 			}
 		}
 	}
+	p.breakdown = p.coldBreakdown() // of the interleaved runs only
 	py := benchLangs[0]
 	if name == "cold" {
 		p.tputs["bare bwrap (root)"] = p.throughput(p.bwrap(false)(py))
@@ -192,7 +196,6 @@ func (b *bench) phase(name string, flags []string, add func(*phase)) *phase {
 		api = "api one-shot cold"
 	}
 	p.tputs[api] = p.throughput(p.api(py))
-	p.breakdown = p.coldBreakdown()
 	p.rss = p.memory()
 	return p
 }
@@ -249,12 +252,21 @@ func bwrapArgs(argv ...string) []string {
 	return append(a, argv...)
 }
 
-// api is a one-shot exec through the API.
+// api is a one-shot exec through the API; the client's time of each
+// python one is kept by exec id for the breakdown.
 func (p *phase) api(l benchLang) func() error {
 	return func() error {
+		start := time.Now()
 		status, body := p.s.do("POST", "/v1/exec", map[string]any{"language": l.language, "code": l.code})
-		if status != 200 || !strings.Contains(string(body), `"stdout":"1\n"`) {
+		took := time.Since(start)
+		var r execResult
+		if status != 200 || json.Unmarshal(body, &r) != nil || r.Stdout != "1\n" {
 			return fmt.Errorf("api %s: %d %s", l.language, status, body)
+		}
+		if l.language == "python" {
+			p.mu.Lock()
+			p.client[r.ID] = took
+			p.mu.Unlock()
 		}
 		return nil
 	}
@@ -322,45 +334,55 @@ func (p *phase) memory() string {
 	return fmt.Sprintf("VmRSS %s, VmHWM %s", statusField(p.b.t, p.s.cmd.Process.Pid, "VmRSS"), statusField(p.b.t, p.s.cmd.Process.Pid, "VmHWM"))
 }
 
-// coldBreakdown reads the phase's audit log: for the python one-shots, the
-// median gap between consecutive steps of each exec's story.
+// coldBreakdown reads the phase's audit log: for the python one-shots,
+// the medians of the reap's launch_us (where the launcher's time went) and
+// of the rest of the client's time (HTTP, accept, decide, prepare, the
+// answer), for the execs that took a pre-started helper and those that
+// did not.
 func (p *phase) coldBreakdown() string {
-	steps := []string{"accept", "decide", "prepare", "enter", "network", "seccomp", "drop", "exec", "reap"}
-	times := map[string]map[string]time.Time{}
-	runtimeOf := map[string]string{}
+	fields := []string{"acquire", "place", "barrier", "to_exec", "run", "teardown"}
+	by := map[bool][]map[string]float64{}
 	for _, r := range p.s.auditRecords() {
 		id, _ := r["exec_id"].(string)
-		step, _ := r["step"].(string)
-		ts, _ := r["time"].(string)
-		tm, err := time.Parse(time.RFC3339Nano, ts)
-		if id == "" || err != nil {
+		f, _ := r["facts"].(map[string]any)
+		lu, _ := f["launch_us"].(map[string]any)
+		took, ok := p.client[id]
+		if r["step"] != "reap" || lu == nil || !ok {
 			continue
 		}
-		if times[id] == nil {
-			times[id] = map[string]time.Time{}
+		m := map[string]float64{}
+		var sum float64
+		for _, k := range fields {
+			v, _ := lu[k].(float64)
+			m[k] = v / 1000
+			if k != "barrier" { // inside place
+				sum += v / 1000
+			}
 		}
-		times[id][step] = tm
-		if f, ok := r["facts"].(map[string]any); ok && step == "enter" {
-			runtimeOf[id], _ = f["runtime"].(string)
-		}
-	}
-	gaps := make([][]time.Duration, len(steps))
-	for id, ts := range times {
-		if runtimeOf[id] != "python" || len(ts) != len(steps) {
-			continue // sessions' and kernels' execs, node
-		}
-		for i := 1; i < len(steps); i++ {
-			gaps[i] = append(gaps[i], ts[steps[i]].Sub(ts[steps[i-1]]))
-		}
+		m["outside the launcher"] = float64(took.Microseconds())/1000 - sum
+		m["client"] = float64(took.Microseconds()) / 1000
+		pooled, _ := f["helper_pooled"].(bool)
+		by[pooled] = append(by[pooled], m)
 	}
 	var b strings.Builder
-	for i := 1; i < len(steps); i++ {
-		if len(gaps[i]) == 0 {
-			return "no complete one-shot trails"
+	for _, pooled := range []bool{true, false} {
+		ms := by[pooled]
+		if len(ms) == 0 {
+			continue
 		}
-		fmt.Fprintf(&b, "%s→%s %.2f  ", steps[i-1], steps[i], float64(pct(gaps[i], 0.5).Microseconds())/1000)
+		fmt.Fprintf(&b, "\n    helper pre-started: %-5v (%d execs): ", pooled, len(ms))
+		for _, k := range append(fields, "outside the launcher", "client") {
+			var v []float64
+			for _, m := range ms {
+				v = append(v, m[k])
+			}
+			sort.Float64s(v)
+			fmt.Fprintf(&b, "%s %.2f  ", k, v[len(v)/2])
+		}
 	}
-	fmt.Fprintf(&b, "(%d execs)", len(gaps[1]))
+	if b.Len() == 0 {
+		return "no reap with launch_us"
+	}
 	return b.String()
 }
 

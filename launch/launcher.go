@@ -341,6 +341,7 @@ func (h *HelperLauncher) acquireHelper(req Request) (*helperProc, func(), error)
 	}
 	if h.pool != nil {
 		if hp := h.pool.take(); hp != nil {
+			hp.pooled = true
 			if hp.cg == nil {
 				return hp, func() {}, nil
 			}
@@ -406,11 +407,13 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 	if err != nil {
 		return nil, nil, err
 	}
+	start := time.Now()
 	hp, removeCgroup, err := h.acquireHelper(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	hp.grace, hp.begin = h.grace, time.Now()
+	hp.times.start, hp.times.acquired = start, hp.begin
 	hp.stdout.limit, hp.stderr.limit = req.Limits.OutputLimitBytes, req.Limits.OutputLimitBytes
 	if out := req.Output; out != nil {
 		hp.stdout.onChunk = func(p []byte) { out("stdout", p) }
@@ -425,6 +428,9 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 	}
 	hp.placeErr = hp.place(func() error { return audit.Sync(h.cfg.Sink) })
 	hp.relayReports(func(r spec.Report) {
+		if r.Step == audit.StepExec {
+			hp.times.exec = time.Now() // read after the relay's end (teardown)
+		}
 		_ = h.audit(req, audit.Record{Source: audit.SourceNsinit, Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
 	})
 	hp.watchStatus()

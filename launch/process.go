@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
@@ -64,6 +65,26 @@ type helperProc struct {
 	placeErr       error      // place's error, judged after the reap
 	wait           waitStatus // set once the helper has been waited for
 	begin          time.Time
+	pooled         bool        // a pre-started helper (helperpool.go)
+	times          launchTimes // where the launch's time went
+}
+
+// launchTimes are the moments of one launch, for the reap's launch_us.
+type launchTimes struct {
+	start, acquired, released, exec, exited, done time.Time
+	barrier                                       time.Duration
+}
+
+// us renders t as the reap's facts.LaunchUS; a moment not reached counts 0.
+func (t launchTimes) us() *facts.LaunchUS {
+	d := func(a, b time.Time) int64 {
+		if a.IsZero() || b.IsZero() || b.Before(a) {
+			return 0
+		}
+		return b.Sub(a).Microseconds()
+	}
+	return &facts.LaunchUS{Acquire: d(t.start, t.acquired), Barrier: t.barrier.Microseconds(), Place: d(t.acquired, t.released),
+		ToExec: d(t.released, t.exec), Run: d(t.exec, t.exited), Teardown: d(t.exited, t.done)}
 }
 
 // newHelperProc makes the pipes of one helper run (phase "pipes").
@@ -164,12 +185,16 @@ func (hp *helperProc) place(barrier func() error) error {
 			return errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}
 	}
-	if err := barrier(); err != nil {
+	b := time.Now()
+	err := barrier()
+	hp.times.barrier = time.Since(b)
+	if err != nil {
 		_ = hp.cmd.Process.Kill()
 		return errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be made durable, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
 	// A failed write means the helper is already gone; its reports say why.
 	_, _ = hp.pipes.releaseW.Write([]byte{1})
+	hp.times.released = time.Now()
 	return nil
 }
 
