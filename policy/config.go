@@ -126,8 +126,9 @@ type Config struct {
 	// AuditLogPath is the audit log; empty means StateDir/audit/audit.log (see
 	// AuditLog).
 	AuditLogPath string
-	// AuditFsync makes every audit record durable before the supervisor acts
-	// on it.
+	// AuditFsync makes audit records durable before the supervisor acts on
+	// them: at the barriers before an exec runs and before every answer
+	// (audit.Deferred).
 	AuditFsync bool
 	// AuditRotateBytes starts a new audit log file, linked to the old one,
 	// once the current one would grow past it; 0 never rotates.
@@ -394,7 +395,7 @@ func settings() []setting {
 		{"tls-client-ca", "CA bundle (PEM); when set, TCP clients must present a certificate it signed", func(c *Config) flag.Value { return (*stringValue)(&c.TLSClientCA) }},
 		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
 		{"audit-log", "audit log path (default <state-dir>/audit/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
-		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
+		{"audit-fsync", "make audit records durable (fdatasync, group-committed) before anything of an exec runs and before every answer", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
 		{"audit-rotate-bytes", "start a new audit log file, hash-linked to the old one, past this size; 0 never (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.AuditRotateBytes) }},
 		{"audit-retention-files", "rotated audit files kept; older ones are deleted, oldest first, after a prune record naming them is in the chain; 0 keeps all", func(c *Config) flag.Value { return (*intValue)(&c.AuditRetentionFiles) }},
 		{"audit-syslog", "also forward every audit record to this Unix datagram socket as RFC 5424 syslog (e.g. /dev/log); empty: off", func(c *Config) flag.Value { return (*stringValue)(&c.AuditSyslog) }},
