@@ -37,6 +37,15 @@ func TestBench(t *testing.T) {
 	in := setup(t)
 	b := &bench{in: in, t: t, n: envInt("SANDBOXD_BENCH_N", 100), tput: time.Duration(envInt("SANDBOXD_BENCH_TPUT_MS", 2500)) * time.Millisecond}
 	b.warmFlag = supervisorKnows(in, "warm-pool")
+	if only := os.Getenv("SANDBOXD_BENCH_LANGS"); only != "" { // e.g. "python" while investigating
+		var keep []benchLang
+		for _, l := range benchLangs {
+			if strings.Contains(","+only+",", ","+l.language+",") {
+				keep = append(keep, l)
+			}
+		}
+		benchLangs = keep
+	}
 	fmt.Printf("\nsandboxd bench: %d interleaved runs per column, %s; warm pool flag: %v\n", b.n, time.Now().Format(time.RFC3339), b.warmFlag)
 
 	off := []string{}
@@ -342,7 +351,21 @@ func (p *phase) memory() string {
 func (p *phase) coldBreakdown() string {
 	fields := []string{"acquire", "place", "barrier", "to_exec", "run", "teardown"}
 	by := map[bool][]map[string]float64{}
-	for _, r := range p.s.auditRecords() {
+	recs := p.s.auditRecords()
+	// The helper's own clock: t_us of each report, from its prelude.
+	tus := map[string]map[string]float64{}
+	for _, r := range recs {
+		id, _ := r["exec_id"].(string)
+		f, _ := r["facts"].(map[string]any)
+		if v, ok := f["t_us"].(float64); ok && r["source"] == "nsinit" {
+			if tus[id] == nil {
+				tus[id] = map[string]float64{}
+			}
+			tus[id][r["step"].(string)] = v / 1000
+		}
+	}
+	helperSteps := []string{"enter", "network", "seccomp", "drop", "exec"}
+	for _, r := range recs {
 		id, _ := r["exec_id"].(string)
 		f, _ := r["facts"].(map[string]any)
 		lu, _ := f["launch_us"].(map[string]any)
@@ -360,6 +383,9 @@ func (p *phase) coldBreakdown() string {
 			}
 		}
 		m["outside the launcher"] = float64(took.Microseconds())/1000 - sum
+		for i := 1; i < len(helperSteps); i++ {
+			m["helper "+helperSteps[i-1]+"→"+helperSteps[i]] = tus[id][helperSteps[i]] - tus[id][helperSteps[i-1]]
+		}
 		m["client"] = float64(took.Microseconds()) / 1000
 		pooled, _ := f["helper_pooled"].(bool)
 		by[pooled] = append(by[pooled], m)
@@ -371,7 +397,11 @@ func (p *phase) coldBreakdown() string {
 			continue
 		}
 		fmt.Fprintf(&b, "\n    helper pre-started: %-5v (%d execs): ", pooled, len(ms))
-		for _, k := range append(fields, "outside the launcher", "client") {
+		keys := append(fields, "outside the launcher", "client")
+		for i := 1; i < len(helperSteps); i++ {
+			keys = append(keys, "helper "+helperSteps[i-1]+"→"+helperSteps[i])
+		}
+		for _, k := range keys {
 			var v []float64
 			for _, m := range ms {
 				v = append(v, m[k])
