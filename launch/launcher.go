@@ -332,9 +332,10 @@ func (h *HelperLauncher) cgroupRemover(req Request, cg *cgroup.Exec) func() {
 	}
 }
 
-// acquireHelper returns a started helper for req, in its cgroup with req's
-// limits written, not yet released: a pre-started one from the pool when
-// one waits, else one started now. cleanup removes the cgroup.
+// acquireHelper returns a started helper for req, not yet released: a
+// pre-started one from the pool when one waits (its cgroup still to be
+// claimed), else one started now in a cgroup made with req's limits.
+// cleanup removes the cgroup.
 func (h *HelperLauncher) acquireHelper(req Request) (*helperProc, func(), error) {
 	if err := h.checkCgroups(); err != nil {
 		return nil, nil, err
@@ -342,19 +343,9 @@ func (h *HelperLauncher) acquireHelper(req Request) (*helperProc, func(), error)
 	if h.pool != nil {
 		if hp := h.pool.take(); hp != nil {
 			hp.pooled = true
-			if hp.cg == nil {
-				return hp, func() {}, nil
-			}
-			// Named by its exec from here on, like a cgroup made for it.
-			err := hp.cg.Rename(req.ExecID)
-			if err == nil {
-				err = hp.cg.SetLimits(cgroupLimits(req.Limits))
-			}
-			if err == nil {
-				return hp, h.cgroupRemover(req, hp.cg), nil
-			}
-			h.cfg.Log.Warn("helper pool: cannot name or limit a pre-started helper's cgroup; starting one", "exec_id", req.ExecID, "err", err)
-			hp.discard()
+			// Its cgroup takes the exec's id and limits in place, before
+			// the release (claimCgroup).
+			return hp, h.cgroupRemover(req, hp.cg), nil
 		}
 	}
 	cg, removeCgroup, err := h.execCgroup(req)
@@ -398,6 +389,24 @@ type helperIO struct {
 	stdout    func(io.Reader)
 }
 
+// claimCgroup gives a pre-started helper's cgroup the exec's id (named by
+// its exec from here on, like a cgroup made for it) and limits. It runs in
+// place, before the release byte: the helper may already be reading its
+// spec, but it cannot start bwrap before the limits hold.
+func (h *HelperLauncher) claimCgroup(hp *helperProc, req Request) error {
+	if !hp.pooled || hp.cg == nil {
+		return nil
+	}
+	err := hp.cg.Rename(req.ExecID)
+	if err == nil {
+		err = hp.cg.SetLimits(cgroupLimits(req.Limits))
+	}
+	if err != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "set the exec's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)
+	}
+	return nil
+}
+
 // startHelper runs the phases up to supervise: cgroup, pipes, start (or a
 // pre-started helper from the pool), feed,
 // place, relay, watch status, drain. cleanup (the cgroup, the pipes) runs
@@ -426,7 +435,7 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 	} else {
 		hp.feed(encoded, hio.stdin)
 	}
-	hp.placeErr = hp.place(func() error { return audit.Sync(h.cfg.Sink) })
+	hp.placeErr = hp.place(func() error { return h.claimCgroup(hp, req) }, func() error { return audit.Sync(h.cfg.Sink) })
 	hp.relayReports(func(r spec.Report) {
 		if r.Step == audit.StepExec {
 			hp.times.exec = time.Now() // read after the relay's end (teardown)

@@ -168,22 +168,28 @@ func (hp *helperProc) feed(encodedSpec, stdin []byte) {
 	}()
 }
 
-// place moves the helper into the exec's cgroup on v1 unless it is there
-// already, makes the exec's records so far durable (barrier), then
-// releases it (phase "place"). The helper execs bwrap only after the
-// release byte, so everything of the sandbox starts inside the cgroup and
-// after the barrier; only the prelude's short-lived holder does not. A v1
-// move waits for an RCU grace period (cgroup_threadgroup_rwsem), 5-7 ms
-// here: a pre-started helper (helperpool.go) was moved ahead of time. The
-// release pipe's write end stays open until the helper is reaped
-// (closeAll): a hang-up on fd 6 then means the supervisor died, never that
-// the launch was released. A failure kills the helper unreleased.
-func (hp *helperProc) place(barrier func() error) error {
+// place readies the helper for its payload, then releases it (phase
+// "place"): it moves the helper into the exec's cgroup on v1 unless it is
+// there already, gives a pre-started helper's cgroup the exec's id and
+// limits (claim), and makes the exec's records so far durable (barrier).
+// The helper execs bwrap only after the release byte, so everything of the
+// sandbox starts inside the cgroup, under its limits and after the
+// barrier; only the prelude's short-lived holder does not. A v1 move waits
+// for an RCU grace period (cgroup_threadgroup_rwsem), 5-12 ms here: a
+// pre-started helper (helperpool.go) was moved ahead of time. The release
+// pipe's write end stays open until the helper is reaped (closeAll): a
+// hang-up on fd 6 then means the supervisor died, never that the launch
+// was released. A failure kills the helper unreleased: nothing ran.
+func (hp *helperProc) place(claim, barrier func() error) error {
 	if hp.cg != nil && !hp.placed && hp.cg.Dir() == "" {
 		if err := hp.cg.Add(hp.cmd.Process.Pid); err != nil {
-			_ = hp.cmd.Process.Kill() // never released: nothing ran
+			_ = hp.cmd.Process.Kill()
 			return errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}
+	}
+	if err := claim(); err != nil {
+		_ = hp.cmd.Process.Kill()
+		return err
 	}
 	b := time.Now()
 	err := barrier()

@@ -178,9 +178,9 @@ type Reap struct {
 
 // LaunchUS is where one launch's time went, measured by the supervisor.
 type LaunchUS struct {
-	Acquire  int64 `json:"acquire" doc:"a helper ready in its cgroup with the request's limits: the pool's take, or cgroup creation and the helper's fork and exec"`
+	Acquire  int64 `json:"acquire" doc:"a started helper: the pool's take, or the cgroup's creation with the request's limits and the helper's fork and exec"`
 	Barrier  int64 `json:"barrier" doc:"the audit barrier before the release (fdatasync of the records so far)"`
-	Place    int64 `json:"place" doc:"acquire's end to the release byte: the cgroup v1 move of a helper not pre-started, and the barrier"`
+	Place    int64 `json:"place" doc:"acquire's end to the release byte: the cgroup v1 move of a helper not pre-started, a pre-started helper's cgroup taking the exec's id and limits, and the barrier"`
 	ToExec   int64 `json:"to_exec" doc:"the release to the helper's exec report: its remaining steps and bubblewrap's fork and exec"`
 	Run      int64 `json:"run" doc:"the exec report to the helper's exit: bubblewrap building the sandbox, the payload, bubblewrap's exit"`
 	Teardown int64 `json:"teardown" doc:"the helper's exit to every stream, report and process of the exec gone"`
