@@ -57,7 +57,10 @@ func newHelperPool(size int, start func() (*helperProc, error), log *slog.Logger
 }
 
 // take returns a pre-started helper that is still waiting for its spec,
-// or nil when the pool is empty; the pool refills in the background.
+// or nil when the pool is empty (then it refills at once). The launch that
+// took one calls kick once it has released its helper: a refill (the
+// helper's start-up, a netns, the v1 move) then competes for the CPU with
+// the payload, not with the launch's own critical path.
 func (p *helperPool) take() *helperProc {
 	for {
 		p.mu.Lock()
@@ -69,7 +72,6 @@ func (p *helperPool) take() *helperProc {
 		hp := p.ready[0]
 		p.ready = p.ready[1:]
 		p.mu.Unlock()
-		p.kick()
 		if !hp.exited() {
 			return hp
 		}

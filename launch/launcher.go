@@ -436,6 +436,9 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 		hp.feed(encoded, hio.stdin)
 	}
 	hp.placeErr = hp.place(func() error { return h.claimCgroup(hp, req) }, func() error { return audit.Sync(h.cfg.Sink) })
+	if hp.pooled {
+		h.pool.kick() // replace it, now that it is released
+	}
 	hp.relayReports(func(r spec.Report) {
 		if r.Step == audit.StepExec {
 			hp.times.exec = time.Now() // read after the relay's end (teardown)
