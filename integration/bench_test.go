@@ -35,7 +35,8 @@ import (
 //	       pool, for the difference it makes
 func TestBench(t *testing.T) {
 	in := setup(t)
-	b := &bench{in: in, t: t, n: envInt("SANDBOXD_BENCH_N", 100), tput: time.Duration(envInt("SANDBOXD_BENCH_TPUT_MS", 2500)) * time.Millisecond}
+	b := &bench{in: in, t: t, n: envInt("SANDBOXD_BENCH_N", 100), rounds: envInt("SANDBOXD_BENCH_ROUNDS", 4),
+		tput: time.Duration(envInt("SANDBOXD_BENCH_TPUT_MS", 1500)) * time.Millisecond}
 	b.warmFlag = supervisorKnows(in, "warm-pool")
 	if only := os.Getenv("SANDBOXD_BENCH_LANGS"); only != "" { // e.g. "python" while investigating
 		var keep []benchLang
@@ -46,13 +47,13 @@ func TestBench(t *testing.T) {
 		}
 		benchLangs = keep
 	}
-	fmt.Printf("\nsandboxd bench: %d interleaved runs per column, %s; warm pool flag: %v\n", b.n, time.Now().Format(time.RFC3339), b.warmFlag)
+	fmt.Printf("\nsandboxd bench: %d interleaved runs per column in %d rounds, %s; warm pool flag: %v\n", b.n, b.rounds, time.Now().Format(time.RFC3339), b.warmFlag)
 
 	off := []string{}
 	if b.warmFlag {
 		off = []string{"--warm-pool", "0"}
 	}
-	cold := b.phase("cold", off, func(p *phase) {
+	cold := b.newPhase("cold", off, func(p *phase) {
 		sess := p.s.createSession(t, map[string]any{"ttl_seconds": 3600})
 		p.sessions = append(p.sessions, sess.ID)
 		p.col("api one-shot cold", p.api)
@@ -61,11 +62,20 @@ func TestBench(t *testing.T) {
 	})
 	var warm *phase
 	if b.warmFlag {
-		warm = b.phase("warm", nil, func(p *phase) { p.col("api one-shot warm", p.api) })
+		warm = b.newPhase("warm", nil, func(p *phase) { p.col("api one-shot warm", p.api) })
 	}
-	nopool := b.phase("nopool", append([]string{"--helper-pool", "0"}, off...), func(p *phase) {
+	nopool := b.newPhase("nopool", append([]string{"--helper-pool", "0"}, off...), func(p *phase) {
 		p.col("api one-shot cold, --helper-pool 0", p.api)
 	})
+	// The phases take turns, round after round, so that the load of this
+	// machine at any moment hits each of them alike.
+	for r := 0; r < b.rounds; r++ {
+		for _, p := range []*phase{cold, warm, nopool} {
+			if p != nil {
+				p.round(r == b.rounds-1)
+			}
+		}
+	}
 
 	for _, lang := range benchLangs {
 		fmt.Printf("\n%s (p50/p95 in ms; ratios of p50 to the same phase's bare columns)\n", lang.name)
@@ -86,7 +96,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 
-	fmt.Printf("\nthroughput, python print(1), execs/s (each for %v)\n  %-34s %8s %8s %8s\n", b.tput, "", "c=1", "c=2", "c=4")
+	fmt.Printf("\nthroughput, python print(1), execs/s (%v per concurrency and round)\n  %-34s %8s %8s %8s\n", b.tput, "", "c=1", "c=2", "c=4")
 	for _, row := range []struct {
 		name string
 		p    *phase
@@ -112,7 +122,7 @@ func TestBench(t *testing.T) {
 
 	fmt.Println("\nwhere a cold python one-shot's time goes (medians, ms; launch_us of its reap record, and the client's time outside it):")
 	for _, p := range []*phase{cold, nopool} {
-		fmt.Printf("  %-8s %s\n", p.name, p.breakdown)
+		fmt.Printf("  %-8s %s\n", p.name, p.breakdown())
 	}
 	fmt.Println(strings.Repeat("-", 72))
 }
@@ -127,8 +137,9 @@ var benchLangs = []benchLang{
 type bench struct {
 	in       *installation
 	t        *testing.T
-	n        int
-	tput     time.Duration
+	n        int // interleaved runs per column, over all rounds
+	rounds   int
+	tput     time.Duration // per concurrency and round
 	warmFlag bool
 }
 
@@ -141,12 +152,15 @@ type phase struct {
 	sessions []string
 	cols     []column
 	samples  map[string]map[string][]time.Duration // lang -> column -> samples
-	tputs    map[string][3]float64
+	tputs    map[string][3]float64                 // execs/s over all rounds
+	tdone    map[string]*[3]float64
+	ttime    map[string]*[3]time.Duration
 	rss      string
-	// breakdown of the cold python one-shots, from the audit log.
-	breakdown string
-	mu        sync.Mutex
-	client    map[string]time.Duration // python one-shots: exec id -> client time
+	flags    []string
+	add      func(*phase)
+	bd       map[bool][]map[string]float64 // breakdown samples by helper_pooled
+	mu       sync.Mutex
+	client   map[string]time.Duration // python one-shots: exec id -> client time
 }
 
 type column struct {
@@ -158,55 +172,67 @@ func (p *phase) col(name string, fn func(benchLang) func() error) {
 	p.cols = append(p.cols, column{name, fn})
 }
 
-// phase starts a supervisor with flags, lets add add its columns (after
-// the bare ones), runs them interleaved for each language, then the
-// throughput and memory figures, and stops it.
-func (b *bench) phase(name string, flags []string, add func(*phase)) *phase {
-	t := b.t
-	flags = append([]string{"--max-sessions", "40", "--max-sessions-per-caller", "40"}, flags...)
-	p := &phase{b: b, name: name, samples: map[string]map[string][]time.Duration{}, tputs: map[string][3]float64{}, client: map[string]time.Duration{}}
-	p.s = b.in.startSupervisor(t, supervisorOpts{extra: flags})
+func (b *bench) newPhase(name string, flags []string, add func(*phase)) *phase {
+	return &phase{b: b, name: name, samples: map[string]map[string][]time.Duration{}, tputs: map[string][3]float64{},
+		tdone: map[string]*[3]float64{}, ttime: map[string]*[3]time.Duration{}, client: map[string]time.Duration{},
+		bd: map[bool][]map[string]float64{}, add: add,
+		flags: append([]string{"--max-sessions", "40", "--max-sessions-per-caller", "40"}, flags...)}
+}
+
+// round starts the phase's supervisor, lets add add its columns (after the
+// bare ones), runs them interleaved for each language (its share of the
+// runs), then the throughput figures (and, in the last round, the memory
+// figure), and stops it.
+func (p *phase) round(last bool) {
+	b, t := p.b, p.b.t
+	p.s = b.in.startSupervisor(t, supervisorOpts{extra: p.flags})
 	defer func() {
 		p.s.stop()
 		for _, id := range p.sessions {
 			b.in.dropSession(id)
 		}
+		p.sessions = nil
 	}()
+	p.cols = nil
 	p.col("bare interpreter", p.bare(nil))
 	p.col("bare bwrap (root)", p.bwrap(false))
 	p.col("bare bwrap (service user)", p.bwrap(true))
-	add(p)
+	p.add(p)
 	time.Sleep(500 * time.Millisecond) // the pools fill
+	runs := max(1, b.n/b.rounds)
 	for _, lang := range benchLangs {
-		p.samples[lang.name] = map[string][]time.Duration{}
+		if p.samples[lang.name] == nil {
+			p.samples[lang.name] = map[string][]time.Duration{}
+		}
 		fns := make([]func() error, len(p.cols))
 		for c, col := range p.cols {
 			fns[c] = col.fn(lang)
 		}
-		for i := 0; i < b.n+5; i++ {
+		for i := 0; i < runs+2; i++ {
 			for c, col := range p.cols {
 				start := time.Now()
 				if err := fns[c](); err != nil {
 					t.Fatal(err)
 				}
-				if i >= 5 { // warm-up
+				if i >= 2 { // warm-up
 					p.samples[lang.name][col.name] = append(p.samples[lang.name][col.name], time.Since(start))
 				}
 			}
 		}
 	}
-	p.breakdown = p.coldBreakdown() // of the interleaved runs only
+	p.collectBreakdown() // of the interleaved runs only
 	py := benchLangs[0]
-	if name == "cold" {
-		p.tputs["bare bwrap (root)"] = p.throughput(p.bwrap(false)(py))
+	if p.name == "cold" {
+		p.throughput("bare bwrap (root)", p.bwrap(false)(py))
 	}
 	api := p.cols[len(p.cols)-1].name
-	if name == "cold" {
+	if p.name == "cold" {
 		api = "api one-shot cold"
 	}
-	p.tputs[api] = p.throughput(p.api(py))
-	p.rss = p.memory()
-	return p
+	p.throughput(api, p.api(py))
+	if last {
+		p.rss = p.memory()
+	}
 }
 
 // bare runs argv (the language's interpreter when nil) as the service
@@ -294,9 +320,11 @@ func (p *phase) session(id, mode string) func(benchLang) func() error {
 }
 
 // throughput runs fn at concurrency 1, 2 and 4, each for the bench's
-// throughput time, and returns execs per second.
-func (p *phase) throughput(fn func() error) [3]float64 {
-	var out [3]float64
+// throughput time, and adds to the row's execs per second.
+func (p *phase) throughput(row string, fn func() error) {
+	if p.tdone[row] == nil {
+		p.tdone[row], p.ttime[row] = &[3]float64{}, &[3]time.Duration{}
+	}
 	for i, c := range []int{1, 2, 4} {
 		var (
 			wg    sync.WaitGroup
@@ -324,9 +352,16 @@ func (p *phase) throughput(fn func() error) [3]float64 {
 		if first != nil {
 			p.b.t.Fatal(first)
 		}
-		out[i] = float64(done) / time.Since(start).Seconds()
+		p.tdone[row][i] += float64(done)
+		p.ttime[row][i] += time.Since(start)
+		var out [3]float64
+		for k := range out {
+			if p.ttime[row][k] > 0 {
+				out[k] = p.tdone[row][k] / p.ttime[row][k].Seconds()
+			}
+		}
+		p.tputs[row] = out
 	}
-	return out
 }
 
 // memory starts 16 sessions with a python kernel each (one exec each),
@@ -343,16 +378,13 @@ func (p *phase) memory() string {
 	return fmt.Sprintf("VmRSS %s, VmHWM %s", statusField(p.b.t, p.s.cmd.Process.Pid, "VmRSS"), statusField(p.b.t, p.s.cmd.Process.Pid, "VmHWM"))
 }
 
-// coldBreakdown reads the phase's audit log: for the python one-shots,
-// the medians of the reap's launch_us (where the launcher's time went) and
-// of the rest of the client's time (HTTP, accept, decide, prepare, the
-// answer), for the execs that took a pre-started helper and those that
-// did not.
-func (p *phase) coldBreakdown() string {
-	fields := []string{"acquire", "place", "barrier", "to_exec", "run", "teardown"}
-	by := map[bool][]map[string]float64{}
+// collectBreakdown reads the round's audit log: for the python
+// one-shots, the reap's launch_us (where the launcher's time went), the
+// rest of the client's time (HTTP, accept, decide, prepare, the answer)
+// and the gaps between the helper's own report times (t_us), by whether
+// the exec took a pre-started helper.
+func (p *phase) collectBreakdown() {
 	recs := p.s.auditRecords()
-	// The helper's own clock: t_us of each report, from its prelude.
 	tus := map[string]map[string]float64{}
 	for _, r := range recs {
 		id, _ := r["exec_id"].(string)
@@ -364,7 +396,6 @@ func (p *phase) coldBreakdown() string {
 			tus[id][r["step"].(string)] = v / 1000
 		}
 	}
-	helperSteps := []string{"enter", "network", "seccomp", "drop", "exec"}
 	for _, r := range recs {
 		id, _ := r["exec_id"].(string)
 		f, _ := r["facts"].(map[string]any)
@@ -375,7 +406,7 @@ func (p *phase) coldBreakdown() string {
 		}
 		m := map[string]float64{}
 		var sum float64
-		for _, k := range fields {
+		for _, k := range launchFields {
 			v, _ := lu[k].(float64)
 			m[k] = v / 1000
 			if k != "barrier" { // inside place
@@ -383,21 +414,31 @@ func (p *phase) coldBreakdown() string {
 			}
 		}
 		m["outside the launcher"] = float64(took.Microseconds())/1000 - sum
+		m["client"] = float64(took.Microseconds()) / 1000
 		for i := 1; i < len(helperSteps); i++ {
 			m["helper "+helperSteps[i-1]+"→"+helperSteps[i]] = tus[id][helperSteps[i]] - tus[id][helperSteps[i-1]]
 		}
-		m["client"] = float64(took.Microseconds()) / 1000
 		pooled, _ := f["helper_pooled"].(bool)
-		by[pooled] = append(by[pooled], m)
+		p.bd[pooled] = append(p.bd[pooled], m)
 	}
+	p.client = map[string]time.Duration{}
+}
+
+var (
+	launchFields = []string{"acquire", "place", "barrier", "to_exec", "run", "teardown"}
+	helperSteps  = []string{"enter", "network", "seccomp", "drop", "exec"}
+)
+
+// breakdown renders the medians collectBreakdown gathered.
+func (p *phase) breakdown() string {
 	var b strings.Builder
 	for _, pooled := range []bool{true, false} {
-		ms := by[pooled]
+		ms := p.bd[pooled]
 		if len(ms) == 0 {
 			continue
 		}
 		fmt.Fprintf(&b, "\n    helper pre-started: %-5v (%d execs): ", pooled, len(ms))
-		keys := append(fields, "outside the launcher", "client")
+		keys := append(append([]string{}, launchFields...), "outside the launcher", "client")
 		for i := 1; i < len(helperSteps); i++ {
 			keys = append(keys, "helper "+helperSteps[i-1]+"→"+helperSteps[i])
 		}

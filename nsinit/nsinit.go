@@ -96,6 +96,7 @@ func Main(pre PreludeOutcome) int {
 	}
 	unix.CloseOnExec(spec.FDReport)
 	unix.CloseOnExec(spec.FDRelease)
+	warmUp() // before enter blocks on the spec
 	l := &launch{rep: rep, pre: pre}
 	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
 		if status := step(); status != 0 {
