@@ -148,7 +148,6 @@ type phase struct {
 	b        *bench
 	name     string
 	s        *supervisor
-	lang     benchLang
 	sessions []string
 	cols     []column
 	samples  map[string]map[string][]time.Duration // lang -> column -> samples
@@ -263,8 +262,11 @@ func (p *phase) run(argv []string, asUser bool) func() error {
 		}
 		cmd.Dir = "/"
 		out, err := cmd.CombinedOutput()
-		if err != nil || string(out) != "1\n" {
-			return fmt.Errorf("%v: %v: %q", argv, err, out)
+		if err != nil {
+			return fmt.Errorf("%v: %w: %q", argv, err, out)
+		}
+		if string(out) != "1\n" {
+			return fmt.Errorf("%v: output %q, want 1", argv, out)
 		}
 		return nil
 	}
