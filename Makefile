@@ -94,13 +94,19 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-# The launch benchmark, then what the audit trail costs per exec (fdatasync
-# of each record vs none; SANDBOXD_BENCH_AUDIT_DIR picks the file system,
-# e.g. the state directory's).
+# The launch benchmark (issue 15's table: bare interpreter, bare bwrap as
+# root and as the service user, API one-shot cold and warm, session process
+# and kernel execs, throughput at concurrency 1/2/4, the supervisor's RSS,
+# the cold path's breakdown; about 6 minutes; SANDBOXD_BENCH_N runs per
+# column, SANDBOXD_BENCH_LANGS=python to narrow it), then what the audit
+# trail costs per exec (fdatasync at each record, at the barriers, none;
+# SANDBOXD_BENCH_AUDIT_DIR picks the file system, e.g. the state
+# directory's) and what each cgroup v1 operation of a launch costs.
 bench: deps tools build
 	$(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
 	$(GO) test -tags bench -count=1 -run '^TestArchiveS3Figures$$' -v -timeout 10m ./integration/
 	$(GO) test -tags bench -count=1 -run '^TestAuditCost$$' -v ./audit/
+	$(GO) test -tags bench -count=1 -run '^TestCgroupCost$$' -v ./cgroup/
 
 # 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes),
 # then every leakable resource compared with its baseline.

@@ -156,6 +156,42 @@ type Sink interface {
 	Write(r Record) error
 }
 
+// Syncer is a Sink with a barrier: Sync returns once every record written
+// before it is durable. FileWriter is one.
+type Syncer interface {
+	Sync() error
+}
+
+// Sync is the barrier on sink: its Sync when it has one; a sink without
+// one makes each record durable in Write (or keeps it in memory), so there
+// is nothing to wait for.
+func Sync(sink Sink) error {
+	if s, ok := sink.(Syncer); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+// Deferred reports whether r may be made durable at the next barrier
+// rather than in Write: a successful step of a launch story before its
+// end. Each such record is followed, before anything runs or any answer
+// is given, by a barrier: the launcher's Sync before it releases the
+// helper (accept, decide, prepare), a synced terminal record (the reap),
+// or the supervisor's Sync before a refusal. A crash between barriers can
+// lose only these records of an exec that no answer has referred to yet.
+// Refusals, failures, terminal records and everything outside a launch
+// story are durable when Write returns.
+func Deferred(r Record) bool {
+	if !r.OK || Terminal(r) {
+		return false
+	}
+	switch r.Step {
+	case StepAccept, StepDecide, StepPrepare:
+		return true
+	}
+	return r.Source == SourceNsinit
+}
+
 // Terminal reports whether r ends its exec's launch story: the reap, an
 // interrupted record, or a refusal or failure before the helper was started
 // (accept, decide or prepare not ok). An exec whose last record is not

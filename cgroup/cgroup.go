@@ -235,13 +235,21 @@ type Exec struct {
 	dirs map[string]string
 }
 
+// validName refuses a cgroup name that is not one plain path component.
+func validName(id string) error {
+	if id == "" || strings.ContainsAny(id, "/.") {
+		return fmt.Errorf("cgroup name %q", id)
+	}
+	return nil
+}
+
 // Create makes the cgroup of exec id and sets its limits.
 func (m *Manager) Create(id string, l Limits) (*Exec, error) {
 	if m.mode == ModeNone {
 		return nil, errors.New("no delegated cgroup subtree: " + m.reason)
 	}
-	if id == "" || strings.ContainsAny(id, "/.") {
-		return nil, fmt.Errorf("cgroup name %q", id)
+	if err := validName(id); err != nil {
+		return nil, err
 	}
 	e := &Exec{mode: m.mode, dirs: map[string]string{}}
 	for c, parent := range m.dirs {
@@ -252,14 +260,19 @@ func (m *Manager) Create(id string, l Limits) (*Exec, error) {
 		}
 		e.dirs[c] = dir
 	}
-	if err := e.setLimits(l); err != nil {
+	if err := e.SetLimits(l); err != nil {
 		_ = e.Remove()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *Exec) setLimits(l Limits) error {
+// SetLimits writes l to the cgroup; a zero field leaves that resource as
+// it is (a fresh cgroup: unlimited below the delegated subtree). The
+// launcher writes a request's limits to a cgroup made ahead of time (the
+// helper pool) before it releases the helper: nothing of the payload runs
+// before they hold.
+func (e *Exec) SetLimits(l Limits) error {
 	type w struct{ ctrl, file, value string }
 	var writes []w
 	period := 100000
@@ -276,6 +289,14 @@ func (e *Exec) setLimits(l Limits) error {
 	} else {
 		if l.MemoryBytes > 0 {
 			v := strconv.FormatInt(l.MemoryBytes, 10)
+			// A live cgroup (a warm sandbox's, set for the request that
+			// takes it): v1 refuses a memory.limit_in_bytes above
+			// memory.memsw.limit_in_bytes (EINVAL), so memsw is raised
+			// first; when it shrinks, that write fails harmlessly and is
+			// made again after memory below.
+			if _, err := os.Stat(filepath.Join(e.dirs["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+				_ = writeFile(filepath.Join(e.dirs["memory"], "memory.memsw.limit_in_bytes"), v)
+			}
 			writes = append(writes, w{"memory", "memory.limit_in_bytes", v})
 			// With swap accounting, memory+swap gets the same limit, so
 			// that hitting it means the OOM killer, not swapping.
@@ -307,6 +328,24 @@ func writeFile(path, value string) error {
 	_, werr := f.WriteString(value)
 	cerr := f.Close()
 	return errors.Join(werr, cerr)
+}
+
+// Rename gives the cgroup a new name in the same delegated directory (a
+// pre-started helper's cgroup becomes its exec's): rename(2) of a cgroup
+// directory moves no process, so it is cheap on v1 too. On failure the
+// directories already renamed keep their new name and e follows them.
+func (e *Exec) Rename(id string) error {
+	if err := validName(id); err != nil {
+		return err
+	}
+	for c, dir := range e.dirs {
+		to := filepath.Join(filepath.Dir(dir), id)
+		if err := os.Rename(dir, to); err != nil {
+			return fmt.Errorf("rename cgroup %s to %s: %w", dir, id, err)
+		}
+		e.dirs[c] = to
+	}
+	return nil
 }
 
 // Dir returns the v2 directory (for CLONE_INTO_CGROUP), or "" on v1.
@@ -483,19 +522,4 @@ func (m *Manager) Sweep() (int, error) {
 		}
 	}
 	return len(names), errors.Join(errs...)
-}
-
-// SetLimits changes the limits of a live cgroup: a warm sandbox's, set for
-// the request that takes it before its code is handed over. cgroup v1
-// refuses a memory.limit_in_bytes above memory.memsw.limit_in_bytes
-// (EINVAL), so memsw is raised first; when it shrinks that first write
-// fails harmlessly and setLimits writes it again after memory.
-func (e *Exec) SetLimits(l Limits) error {
-	if e.mode != ModeV2 && l.MemoryBytes > 0 {
-		memsw := filepath.Join(e.dirs["memory"], "memory.memsw.limit_in_bytes")
-		if _, err := os.Stat(memsw); err == nil {
-			_ = writeFile(memsw, strconv.FormatInt(l.MemoryBytes, 10))
-		}
-	}
-	return e.setLimits(l)
 }

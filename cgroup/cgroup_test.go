@@ -3,6 +3,7 @@ package cgroup
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -198,4 +199,58 @@ func TestRealV1(t *testing.T) {
 			t.Fatalf("%s still there", d)
 		}
 	}
+}
+
+// TestRealV1Rename: a cgroup made ahead of time (a pre-started helper's)
+// takes its exec's name and then its limits, with a process inside.
+func TestRealV1Rename(t *testing.T) {
+	testutil.RequireRoot(t, "delegate a cgroup")
+	own, err := OwnV1Dirs(Host{})
+	if err != nil {
+		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies (this host is expected to have them): %v", err))
+	}
+	parent := "sandboxd-unit-rn-" + strconv.Itoa(os.Getpid())
+	for _, c := range Controllers {
+		d := filepath.Join(own[c], parent)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(d) })
+	}
+	m := Detect(Host{UID: 0}, parent)
+	e, err := m.Create("pool-1", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = e.Remove() }()
+	if err := e.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "a/b", ".."} {
+		if err := e.Rename(bad); err == nil {
+			t.Fatalf("Rename(%q) succeeded", bad)
+		}
+	}
+	if err := e.Rename("exec2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetLimits(Limits{MemoryBytes: 32 << 20, Pids: 9}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	if !strings.Contains(string(b), "/"+parent+"/exec2\n") || strings.Contains(string(b), "pool-1") {
+		t.Fatalf("process cgroups after the rename:\n%s", b)
+	}
+	if got := e.Procs(); len(got) != 1 || got[0] != cmd.Process.Pid {
+		t.Fatalf("Procs after the rename: %v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.dirs["pids"], "pids.max")); strings.TrimSpace(string(b)) != "9" {
+		t.Fatalf("pids.max %q", b)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 }

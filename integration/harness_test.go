@@ -511,13 +511,28 @@ func userProcesses(uid int, exclude ...int) []string {
 				fields[k] = strings.TrimSpace(v)
 			}
 		}
-		if f := strings.Fields(fields["Uid"]); len(f) > 1 && f[1] == strconv.Itoa(uid) {
+		// A zombie adopted by pid 1 is dead and was orphaned by a supervisor
+		// killed in an earlier test (a live supervisor is the subreaper of
+		// everything an exec starts): the host's init reaps it in its time.
+		if strings.HasPrefix(fields["State"], "Z") && fields["PPid"] == "1" {
+			continue
+		}
+		if f := strings.Fields(fields["Uid"]); len(f) > 1 && f[1] == strconv.Itoa(uid) && !preStarted(e.Name()) {
 			cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 			out = append(out, fmt.Sprintf("%s(%s, state %s, ppid %s): %s", e.Name(), fields["Name"], fields["State"], fields["PPid"],
 				strings.ReplaceAll(string(cmd), "\x00", " ")))
 		}
 	}
 	return out
+}
+
+// preStarted reports whether pid is a helper of the supervisor's pool
+// (--helper-pool), waiting for a launch in its own pool-* cgroup: no
+// exec's process. A launch renames the cgroup to its exec id when it takes
+// the helper, so a helper of an exec is never skipped.
+func preStarted(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	return err == nil && strings.Contains(string(b), "/pool-")
 }
 
 // statusField returns a field of /proc/PID/status.

@@ -33,12 +33,28 @@ func (in *installation) execCgroupsNow() []string {
 	for _, d := range in.cgroupDirs {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
-			if e.IsDir() {
+			// pool-*: the supervisor's pre-started helpers (--helper-pool),
+			// no exec's; poolCgroups counts them.
+			if e.IsDir() && !strings.HasPrefix(e.Name(), "pool-") {
 				left = append(left, filepath.Join(d, e.Name()))
 			}
 		}
 	}
 	return left
+}
+
+// poolCgroups lists the pre-started helpers' cgroups (--helper-pool).
+func (in *installation) poolCgroups() []string {
+	var pool []string
+	for _, d := range in.cgroupDirs {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "pool-") {
+				pool = append(pool, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	return pool
 }
 
 func TestHealthReportsCgroups(t *testing.T) {

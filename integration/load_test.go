@@ -51,6 +51,7 @@ func TestLoad(t *testing.T) {
 			"service-user processes": len(s.execProcesses()),
 			"host mounts":            strings.Count(string(mounts), "\n"),
 			"exec cgroups":           len(s.execCgroupsLeft()),
+			"helper pool cgroups":    len(in.poolCgroups()), // --helper-pool: full again
 			"workspace directories":  ws,
 		}
 	}
@@ -97,10 +98,10 @@ func TestLoad(t *testing.T) {
 	fmt.Printf("\nsandboxd load: %d one-shot execs (%d failed) at concurrency 4 in %v (%.1f/s)\n",
 		done.Load(), failed.Load(), elapsed.Round(time.Second), float64(done.Load())/elapsed.Seconds())
 	fmt.Printf("  %-24s %10s %10s\n", "", "before", "after")
-	for _, k := range []string{"supervisor fds", "supervisor rss KiB", "supervisor threads", "service-user processes", "host mounts", "exec cgroups", "workspace directories"} {
+	for _, k := range []string{"supervisor fds", "supervisor rss KiB", "supervisor threads", "service-user processes", "host mounts", "exec cgroups", "helper pool cgroups", "workspace directories"} {
 		fmt.Printf("  %-24s %10d %10d\n", k, before[k], after[k])
 	}
-	for _, k := range []string{"supervisor fds", "service-user processes", "host mounts", "exec cgroups", "workspace directories"} {
+	for _, k := range []string{"supervisor fds", "service-user processes", "host mounts", "exec cgroups", "helper pool cgroups", "workspace directories"} {
 		if after[k] != before[k] {
 			t.Errorf("%s: %d before, %d after", k, before[k], after[k])
 		}

@@ -40,6 +40,9 @@ type Config struct {
 	QuotaBytes int64
 	// Artifacts bounds artifact collection.
 	Artifacts workspace.ArtifactLimits
+	// HelperPool keeps this many helpers pre-started (helperpool.go);
+	// 0 starts each launch's helper on demand.
+	HelperPool int
 }
 
 // defaultTimeout holds a request that came without a timeout.
@@ -50,6 +53,7 @@ type HelperLauncher struct {
 	cfg   Config
 	probe probeCache
 	grace time.Duration // killGrace; tests shorten it
+	pool  *helperPool   // nil without HelperPool
 }
 
 // New checks the workspace root and returns a launcher.
@@ -60,7 +64,27 @@ func New(cfg Config) (*HelperLauncher, error) {
 	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("create workspace root %q: %w", cfg.WorkspaceRoot, err)
 	}
-	return &HelperLauncher{cfg: cfg, grace: killGrace}, nil
+	h := &HelperLauncher{cfg: cfg, grace: killGrace}
+	if cfg.HelperPool > 0 {
+		h.pool = newHelperPool(cfg.HelperPool, h.preStart, cfg.Log)
+	}
+	return h, nil
+}
+
+// Close kills the pre-started helpers and stops the pool; launches after
+// it start their own helpers.
+func (h *HelperLauncher) Close() {
+	if h.pool != nil {
+		h.pool.close()
+	}
+}
+
+// PooledHelpers is how many pre-started helpers wait (health, benchmark).
+func (h *HelperLauncher) PooledHelpers() int {
+	if h.pool == nil {
+		return 0
+	}
+	return h.pool.len()
 }
 
 // Launch runs one exec: in a fresh workspace that is removed afterwards, or
@@ -260,35 +284,85 @@ func buildSpec(req Request, workspace string) spec.LaunchSpec {
 	return s
 }
 
-// execCgroup creates the exec's cgroup, or refuses the launch when cgroups
-// are required and there are none. The returned func removes it later.
+// checkCgroups refuses the launch when cgroups are required and there are
+// none.
+func (h *HelperLauncher) checkCgroups() error {
+	if h.cgroupMode() != cgroup.ModeNone || !h.cfg.RequireCgroups {
+		return nil
+	}
+	reason := "no cgroup subtree was delegated to the supervisor"
+	if h.cfg.Cgroups != nil {
+		reason = h.cfg.Cgroups.Reason()
+	}
+	return errdefs.New(errdefs.ErrUnavailable, "cgroups are required (--require-cgroups) but "+reason, "", nil)
+}
+
+// cgroupLimits are the request's limits as the cgroup takes them.
+func cgroupLimits(l policy.Limits) cgroup.Limits {
+	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs}
+}
+
+// execCgroup creates the exec's cgroup with its limits, or nil without
+// cgroups. The returned func removes it later.
 func (h *HelperLauncher) execCgroup(req Request) (*cgroup.Exec, func(), error) {
 	if h.cgroupMode() == cgroup.ModeNone {
-		if h.cfg.RequireCgroups {
-			reason := "no cgroup subtree was delegated to the supervisor"
-			if h.cfg.Cgroups != nil {
-				reason = h.cfg.Cgroups.Reason()
-			}
-			return nil, nil, errdefs.New(errdefs.ErrUnavailable, "cgroups are required (--require-cgroups) but "+reason, "", nil)
-		}
 		return nil, func() {}, nil
 	}
-	cg, err := h.cfg.Cgroups.Create(req.ExecID, cgroup.Limits{
-		MemoryBytes: req.Limits.MemoryBytes, Pids: req.Limits.Pids, CPUs: req.Limits.CPUs})
+	cg, err := h.cfg.Cgroups.Create(req.ExecID, cgroupLimits(req.Limits))
 	if err != nil {
 		return nil, nil, errdefs.New(errdefs.ErrUnavailable, "create the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 	}
-	// Removed after the answer: by then every process of the exec is dead
-	// (the reaper's pidfd, then KillAll), but the kernel may take a moment
-	// to let go of the cgroup, and a memory cgroup's rmdir is slow on v1. A
-	// supervisor that dies first leaves it to Sweep at the next start.
-	return cg, func() {
+	return cg, h.cgroupRemover(req, cg), nil
+}
+
+// cgroupRemover removes cg after the answer: by then every process of the
+// exec is dead (the reaper's pidfd, then KillAll), but the kernel may take
+// a moment to let go of the cgroup, and a memory cgroup's rmdir is slow on
+// v1. A supervisor that dies first leaves it to Sweep at the next start.
+func (h *HelperLauncher) cgroupRemover(req Request, cg *cgroup.Exec) func() {
+	if cg == nil {
+		return func() {}
+	}
+	return func() {
 		go func() {
 			if err := cg.Remove(); err != nil {
 				h.cfg.Log.Error("remove exec cgroup", "exec_id", req.ExecID, "err", err)
 			}
 		}()
-	}, nil
+	}
+}
+
+// acquireHelper returns a started helper for req, not yet released: a
+// pre-started one from the pool when one waits (its cgroup still to be
+// claimed), else one started now in a cgroup made with req's limits.
+// cleanup removes the cgroup.
+func (h *HelperLauncher) acquireHelper(req Request) (*helperProc, func(), error) {
+	if err := h.checkCgroups(); err != nil {
+		return nil, nil, err
+	}
+	if h.pool != nil {
+		if hp := h.pool.take(); hp != nil {
+			hp.pooled = true
+			// Its cgroup takes the exec's id and limits in place, before
+			// the release (claimCgroup).
+			return hp, h.cgroupRemover(req, hp.cg), nil
+		}
+	}
+	cg, removeCgroup, err := h.execCgroup(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	hp, err := newHelperProc(h.cfg.HelperPath, cg, 0)
+	if err != nil {
+		removeCgroup()
+		return nil, nil, err
+	}
+	if err := hp.start(); err != nil {
+		hp.pipes.closeAll()
+		removeCgroup()
+		return nil, nil, err
+	}
+	return hp, removeCgroup, nil
 }
 
 // runHelper runs the helper for req through its phases and returns only
@@ -318,7 +392,26 @@ type helperIO struct {
 	bound <-chan struct{}
 }
 
-// startHelper runs the phases up to supervise: cgroup, pipes, start, feed,
+// claimCgroup gives a pre-started helper's cgroup the exec's id (named by
+// its exec from here on, like a cgroup made for it) and limits. It runs in
+// place, before the release byte: the helper may already be reading its
+// spec, but it cannot start bwrap before the limits hold.
+func (h *HelperLauncher) claimCgroup(hp *helperProc, req Request) error {
+	if !hp.pooled || hp.cg == nil {
+		return nil
+	}
+	err := hp.cg.Rename(req.ExecID)
+	if err == nil {
+		err = hp.cg.SetLimits(cgroupLimits(req.Limits))
+	}
+	if err != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "set the exec's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)
+	}
+	return nil
+}
+
+// startHelper runs the phases up to supervise: cgroup, pipes, start (or a
+// pre-started helper from the pool), feed,
 // place, relay, watch status, drain. cleanup (the cgroup, the pipes) runs
 // after the reap.
 func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helperIO) (*helperProc, func(), error) {
@@ -326,33 +419,33 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 	if err != nil {
 		return nil, nil, err
 	}
-	cg, removeCgroup, err := h.execCgroup(req)
+	start := time.Now()
+	hp, removeCgroup, err := h.acquireHelper(req)
 	if err != nil {
 		return nil, nil, err
 	}
-	hp, err := newHelperProc(h.cfg.HelperPath, cg, req.Limits.OutputLimitBytes)
-	if err != nil {
-		removeCgroup()
-		return nil, nil, err
-	}
-	hp.grace = h.grace
+	hp.grace, hp.begin = h.grace, time.Now()
+	hp.times.start, hp.times.acquired = start, hp.begin
+	hp.stdout.limit, hp.stderr.limit = req.Limits.OutputLimitBytes, req.Limits.OutputLimitBytes
 	if out := req.Output; out != nil {
 		hp.stdout.onChunk = func(p []byte) { out("stdout", p) }
 		hp.stderr.onChunk = func(p []byte) { out("stderr", p) }
 	}
 	// Last of all, after the reap: the release pipe's write end with it.
 	cleanup := func() { hp.pipes.closeAll(); removeCgroup() }
-	if err := hp.start(); err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	if hio.keepStdin {
 		hp.feedSpec(encoded)
 	} else {
 		hp.feed(encoded, hio.stdin)
 	}
-	hp.placeErr = hp.place()
+	hp.placeErr = hp.place(func() error { return h.claimCgroup(hp, req) }, func() error { return audit.Sync(h.cfg.Sink) })
+	if hp.pooled {
+		h.pool.kick() // replace it, now that it is released
+	}
 	hp.relayReports(func(r spec.Report) {
+		if r.Step == audit.StepExec {
+			hp.times.exec = time.Now() // read after the relay's end (teardown)
+		}
 		_ = h.audit(req, audit.Record{Source: audit.SourceNsinit, Step: r.Step, OK: r.OK, Error: joinFix(r.Error, r.Fix), Facts: r.Facts})
 	})
 	hp.watchStatus()
@@ -373,7 +466,7 @@ func (h *HelperLauncher) finishHelper(ctx context.Context, hp *helperProc, clean
 	// A helper that failed on its own is gone before the move: its reports
 	// say why, so the move's error only counts when the helper had not.
 	if hp.placeErr != nil && !reportedFailure(hr.reports) {
-		return hr, errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", hp.placeErr)
+		return hr, hp.placeErr
 	}
 	return hr, nil
 }

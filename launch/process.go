@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
@@ -43,10 +44,13 @@ type waitStatus struct {
 // newHelperProc (pipes), start, feed, place, relayReports, watchStatus,
 // drainOutput, supervise, teardown.
 type helperProc struct {
-	path  string
-	cg    *cgroup.Exec // nil without cgroups
-	pipes *helperPipes
-	cmd   *exec.Cmd
+	path string
+	cg   *cgroup.Exec // nil without cgroups
+	// placed: the helper is in cg already (born there on v2, or a
+	// pre-started helper moved there ahead of time on v1).
+	placed bool
+	pipes  *helperPipes
+	cmd    *exec.Cmd
 	// grace is killGrace; tests shorten it.
 	grace time.Duration
 
@@ -61,6 +65,26 @@ type helperProc struct {
 	placeErr       error      // place's error, judged after the reap
 	wait           waitStatus // set once the helper has been waited for
 	begin          time.Time
+	pooled         bool        // a pre-started helper (helperpool.go)
+	times          launchTimes // where the launch's time went
+}
+
+// launchTimes are the moments of one launch, for the reap's launch_us.
+type launchTimes struct {
+	start, acquired, released, exec, exited, done time.Time
+	barrier                                       time.Duration
+}
+
+// us renders t as the reap's facts.LaunchUS; a moment not reached counts 0.
+func (t launchTimes) us() *facts.LaunchUS {
+	d := func(a, b time.Time) int64 {
+		if a.IsZero() || b.IsZero() || b.Before(a) {
+			return 0
+		}
+		return b.Sub(a).Microseconds()
+	}
+	return &facts.LaunchUS{Acquire: d(t.start, t.acquired), Barrier: t.barrier.Microseconds(), Place: d(t.acquired, t.released),
+		ToExec: d(t.released, t.exec), Run: d(t.exec, t.exited), Teardown: d(t.exited, t.done)}
 }
 
 // newHelperProc makes the pipes of one helper run (phase "pipes").
@@ -104,6 +128,7 @@ func (hp *helperProc) start() error {
 		}
 		defer unix.Close(fd) // the child has it from the clone on
 		hp.cmd.SysProcAttr.UseCgroupFD, hp.cmd.SysProcAttr.CgroupFD = true, fd
+		hp.placed = true
 	}
 	started := make(chan error, 1)
 	// Pdeathsig fires when the thread that forked the child exits, not the
@@ -143,23 +168,39 @@ func (hp *helperProc) feed(encodedSpec, stdin []byte) {
 	}()
 }
 
-// place moves the helper into the exec's cgroup on v1, then releases it
-// (phase "place"). The helper execs bwrap only after the release byte, so
-// everything of the sandbox starts inside the cgroup; only the prelude's
-// short-lived holder does not. A v1 move waits for an RCU grace period
-// (cgroup_threadgroup_rwsem), several ms here: done while the helper starts
-// up, it costs little. The release pipe's write end stays open until the
-// helper is reaped (closeAll): a hang-up on fd 6 then means the supervisor
-// died, never that the launch was released.
-func (hp *helperProc) place() error {
-	if hp.cg != nil && hp.cg.Dir() == "" {
+// place readies the helper for its payload, then releases it (phase
+// "place"): it moves the helper into the exec's cgroup on v1 unless it is
+// there already, gives a pre-started helper's cgroup the exec's id and
+// limits (claim), and makes the exec's records so far durable (barrier).
+// The helper execs bwrap only after the release byte, so everything of the
+// sandbox starts inside the cgroup, under its limits and after the
+// barrier; only the prelude's short-lived holder does not. A v1 move waits
+// for an RCU grace period (cgroup_threadgroup_rwsem), 5-12 ms here: a
+// pre-started helper (helperpool.go) was moved ahead of time. The release
+// pipe's write end stays open until the helper is reaped (closeAll): a
+// hang-up on fd 6 then means the supervisor died, never that the launch
+// was released. A failure kills the helper unreleased: nothing ran.
+func (hp *helperProc) place(claim, barrier func() error) error {
+	if hp.cg != nil && !hp.placed && hp.cg.Dir() == "" {
 		if err := hp.cg.Add(hp.cmd.Process.Pid); err != nil {
-			_ = hp.cmd.Process.Kill() // never released: nothing ran
-			return err
+			_ = hp.cmd.Process.Kill()
+			return errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}
+	}
+	if err := claim(); err != nil {
+		_ = hp.cmd.Process.Kill()
+		return err
+	}
+	b := time.Now()
+	err := barrier()
+	hp.times.barrier = time.Since(b)
+	if err != nil {
+		_ = hp.cmd.Process.Kill()
+		return errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be made durable, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
 	// A failed write means the helper is already gone; its reports say why.
 	_, _ = hp.pipes.releaseW.Write([]byte{1})
+	hp.times.released = time.Now()
 	return nil
 }
 

@@ -136,6 +136,12 @@ func reapFacts(res *ExecResult, hr *helperRun) map[string]any {
 	if hr.quotaErr != nil {
 		f["quota_error"] = hr.quotaErr.Error()
 	}
+	if hr.pooled {
+		f["helper_pooled"] = true
+	}
+	if hr.times != nil {
+		f["launch_us"] = hr.times.us()
+	}
 	return f
 }
 

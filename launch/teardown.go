@@ -30,13 +30,18 @@ type helperRun struct {
 	stderr        *capturedStream
 	usage         Usage
 	duration      time.Duration
+	pooled        bool         // the launch took a pre-started helper
+	times         *launchTimes // complete once teardown has returned
 }
 
 // teardown stops what supervise decided to stop and reaps everything of the
 // exec (phase "teardown"): it returns only when the helper, the sandbox's
 // pid namespace and every stream are done.
 func (hp *helperProc) teardown(stop stopReason, stopErr error) *helperRun {
-	hr := &helperRun{stop: stop, stopErr: stopErr, killed: stop != stopExited, stdout: &hp.stdout, stderr: &hp.stderr}
+	hp.times.exited = time.Now()
+	defer func() { hp.times.done = time.Now() }()
+	hr := &helperRun{stop: stop, stopErr: stopErr, killed: stop != stopExited, stdout: &hp.stdout, stderr: &hp.stderr,
+		pooled: hp.pooled, times: &hp.times}
 	if stop == stopQuota {
 		hr.quotaExceeded, hr.quotaErr = true, stopErr
 	}

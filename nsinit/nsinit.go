@@ -61,6 +61,7 @@ type launch struct {
 	probe      bool
 	fds        BwrapFDs
 	profileSHA string
+	net        netCheck // made before the spec is read (checkNetwork)
 	// parentGone receives the parent-death signal (SIGTERM) once the
 	// helper is bwrap's relay.
 	parentGone chan os.Signal
@@ -71,7 +72,8 @@ type launch struct {
 // one in docs/DESIGN.md, one report per step:
 //
 //	enter    config, spec, the prelude's namespaces, the workspace fd
-//	network  only "lo", up, in the prelude's network namespace
+//	network  only "lo", up, in the prelude's network namespace (checked
+//	         before the spec is read: it depends on no request)
 //	seccomp  the payload profile compiled to cBPF for bwrap's --seccomp
 //	drop     no capability in any thread, rlimits, no_new_privs
 //	exec     bwrap, forked as the namespace owner with the argv and
@@ -96,7 +98,8 @@ func Main(pre PreludeOutcome) int {
 	}
 	unix.CloseOnExec(spec.FDReport)
 	unix.CloseOnExec(spec.FDRelease)
-	l := &launch{rep: rep, pre: pre}
+	warmUp() // before enter blocks on the spec
+	l := &launch{rep: rep, pre: pre, net: checkNetwork()}
 	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
 		if status := step(); status != 0 {
 			return status
@@ -152,17 +155,20 @@ func preludeFailed(rep *reporter, pre PreludeOutcome) int {
 
 func (l *launch) enter() int {
 	ef := preludeFacts(l.pre)
-	cfg, err := config.Load(config.DefaultPath)
-	if err != nil {
-		return l.rep.fail(ef, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
-	}
-	l.cfg = cfg
+	// The spec first: a pre-started helper (the supervisor's helper pool)
+	// waits here, so the config it checks the spec against is read when
+	// the launch happens, never before.
 	specFile := os.NewFile(spec.FDSpec, "spec")
 	s, err := spec.Decode(specFile)
 	specFile.Close()
 	if err != nil {
 		return l.rep.fail(ef, spec.ExitSpec, err, "")
 	}
+	cfg, err := config.Load(config.DefaultPath)
+	if err != nil {
+		return l.rep.fail(ef, spec.ExitConfig, err, "reinstall the helper config (make install) so it is root-owned and valid")
+	}
+	l.cfg = cfg
 	l.spec = s
 	if err := l.checkSpec(); err != nil {
 		return l.rep.fail(ef, spec.ExitSpec, err, "")
@@ -261,11 +267,22 @@ func openWorkspace(root, name string, owner int) (int, error) {
 	return fd, nil
 }
 
-func (l *launch) network() int {
-	nf := &facts.Network{Mode: l.spec.Network, NetnsInode: nsInode("/proc/self/ns/net")}
+// netCheck is the network step's check of the prelude's namespace: only
+// "lo", up, with loopback addresses. It depends on nothing of a request and
+// the namespace is this process's alone (nothing else can enter it: setns
+// needs CAP_SYS_ADMIN over the initial user namespace), so Main makes it
+// before the spec is read -- a pre-started helper while it waits -- and
+// the network step reports it after enter, with the request's mode.
+type netCheck struct {
+	facts *facts.Network
+	err   error
+}
+
+func checkNetwork() netCheck {
+	nf := &facts.Network{NetnsInode: nsInode("/proc/self/ns/net")}
 	links, err := netlink.LinkList()
 	if err != nil {
-		return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("list links: %w", err), "")
+		return netCheck{nf, fmt.Errorf("list links: %w", err)}
 	}
 	var names []string
 	for _, link := range links {
@@ -273,23 +290,32 @@ func (l *launch) network() int {
 	}
 	nf.Links = names
 	if len(links) != 1 || links[0].Attrs().Name != "lo" {
-		return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("network namespace has links %v, want only lo", names), "")
+		return netCheck{nf, fmt.Errorf("network namespace has links %v, want only lo", names)}
 	}
 	if links[0].Attrs().Flags&net.FlagUp == 0 {
-		return l.rep.fail(nf, spec.ExitNetwork, errors.New("loopback is down"), "")
+		return netCheck{nf, errors.New("loopback is down")}
 	}
 	addrs, err := netlink.AddrList(links[0], netlink.FAMILY_ALL)
 	if err != nil {
-		return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("list addresses: %w", err), "")
+		return netCheck{nf, fmt.Errorf("list addresses: %w", err)}
 	}
 	var as []string
 	for _, a := range addrs {
 		if !a.IP.IsLoopback() {
-			return l.rep.fail(nf, spec.ExitNetwork, fmt.Errorf("non-loopback address %s on lo", a.IPNet), "")
+			return netCheck{nf, fmt.Errorf("non-loopback address %s on lo", a.IPNet)}
 		}
 		as = append(as, a.IPNet.String())
 	}
 	nf.Addrs = as
+	return netCheck{nf, nil}
+}
+
+func (l *launch) network() int {
+	nf := l.net.facts
+	nf.Mode = l.spec.Network
+	if l.net.err != nil {
+		return l.rep.fail(nf, spec.ExitNetwork, l.net.err, "")
+	}
 	l.rep.ok(nf)
 	return 0
 }

@@ -52,7 +52,10 @@ const (
 	DefaultWarmPool = 2
 	// MaxWarmPool bounds --warm-pool: each warm sandbox is an idle
 	// interpreter (10-40 MiB) held under its own cgroup.
-	MaxWarmPool              = 32
+	MaxWarmPool = 32
+	// DefaultHelperPool pre-starts two helpers: enough for concurrency 2
+	// on a 2-core host (make bench).
+	DefaultHelperPool        = 2
 	DefaultMaxQueuedExecs    = 16
 	DefaultIdleTTLSeconds    = 1800
 	DefaultIdleTTLCapSeconds = 86400
@@ -131,8 +134,9 @@ type Config struct {
 	// AuditLogPath is the audit log; empty means StateDir/audit/audit.log (see
 	// AuditLog).
 	AuditLogPath string
-	// AuditFsync makes every audit record durable before the supervisor acts
-	// on it.
+	// AuditFsync makes audit records durable before the supervisor acts on
+	// them: at the barriers before an exec runs and before every answer
+	// (audit.Deferred).
 	AuditFsync bool
 	// AuditRotateBytes starts a new audit log file, linked to the old one,
 	// once the current one would grow past it; 0 never rotates.
@@ -176,6 +180,9 @@ type Config struct {
 	// WarmPool is how many warm sandboxes are kept per language for
 	// one-shot execs (supervisor/warmpool.go); 0 disables the pool.
 	WarmPool int
+	// HelperPool keeps this many sandboxd-nsinit helpers pre-started
+	// (prelude done, in their own cgroup, waiting for a spec); 0: off.
+	HelperPool int
 
 	// MaxSessionsPerCaller bounds the sessions one uid holds at once.
 	MaxSessionsPerCaller int
@@ -288,6 +295,7 @@ func Defaults() Config {
 		MaxSessions:           DefaultMaxSessions,
 		MaxConcurrentExecs:    DefaultMaxConcurrentExecs,
 		WarmPool:              DefaultWarmPool,
+		HelperPool:            DefaultHelperPool,
 		MaxQueuedExecs:        DefaultMaxQueuedExecs,
 		CgroupParent:          "sandboxd",
 		ArchiveMaxBytes:       200 << 20,
@@ -399,7 +407,7 @@ func settings() []setting {
 		{"tls-client-ca", "CA bundle (PEM); when set, TCP clients must present a certificate it signed", func(c *Config) flag.Value { return (*stringValue)(&c.TLSClientCA) }},
 		{"state-dir", "directory for workspaces, sessions and the default audit log", func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
 		{"audit-log", "audit log path (default <state-dir>/audit/audit.log)", func(c *Config) flag.Value { return (*stringValue)(&c.AuditLogPath) }},
-		{"audit-fsync", "fsync every audit record before acting on it", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
+		{"audit-fsync", "make audit records durable (fdatasync, group-committed) before anything of an exec runs and before every answer", func(c *Config) flag.Value { return (*boolValue)(&c.AuditFsync) }},
 		{"audit-rotate-bytes", "start a new audit log file, hash-linked to the old one, past this size; 0 never (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.AuditRotateBytes) }},
 		{"audit-retention-files", "rotated audit files kept; older ones are deleted, oldest first, after a prune record naming them is in the chain; 0 keeps all", func(c *Config) flag.Value { return (*intValue)(&c.AuditRetentionFiles) }},
 		{"audit-syslog", "also forward every audit record to this Unix datagram socket as RFC 5424 syslog (e.g. /dev/log); empty: off", func(c *Config) flag.Value { return (*stringValue)(&c.AuditSyslog) }},
@@ -418,6 +426,7 @@ func settings() []setting {
 		{"workspace-quota", "workspace disk quota, also RLIMIT_FSIZE (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.WorkspaceQuotaBytes) }},
 		{"max-sessions", "most sessions at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessions) }},
 		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
+		{"helper-pool", "sandboxd-nsinit helpers kept pre-started (namespaces made, capabilities dropped, in their own cgroup, waiting for a launch; replaced every 30 s); each launch takes one, which takes the helper's start-up and the cgroup v1 move off its latency; 0: off", func(c *Config) flag.Value { return (*intValue)(&c.HelperPool) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
 		{"warm-pool", "warm sandboxes kept per language (python, javascript) for one-shot execs: built ahead, each taken by one exec and destroyed after it; 0 disables", func(c *Config) flag.Value { return (*intValue)(&c.WarmPool) }},
 		{"archive-backend", "where keyed sessions are archived when they end and restored from: local, s3 or none", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveBackend) }},
@@ -636,6 +645,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
+	}
+	if c.HelperPool < 0 || c.HelperPool > 64 {
+		bad("helper-pool", "%d is outside 0..64", c.HelperPool)
 	}
 	c.validateShares(bad)
 	c.validateListen(bad, absPath)

@@ -372,6 +372,7 @@ func resultOutcome(r *ExecResult) string {
 // error's class decides it (toAPI), except that an internal error never
 // shows its text: it may name host paths, and the log has it.
 func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *slog.Logger, execID string, err error) {
+	s.auditBarrier(log)
 	if code := codeOf(err); code != api.CodeInternal {
 		if code == api.CodeUnavailable {
 			log.Warn("launch unavailable", "err", err)
@@ -404,10 +405,20 @@ func (s *Server) launchFailed(ctx context.Context, w http.ResponseWriter, log *s
 
 // refuse answers a request that policy or decoding turned down.
 func (s *Server) refuse(w http.ResponseWriter, log *slog.Logger, step string, e *APIError) {
+	s.auditBarrier(log)
 	log.Info("exec refused", "step", step, "code", e.Code, "reason", e.Message)
 	s.metrics.exec(OutcomeRefused)
 	s.metrics.refuse(e.Code)
 	writeError(w, e)
+}
+
+// auditBarrier makes the exec's records so far durable before an answer
+// that no synced record precedes (audit.Deferred: accept and decide wait
+// for a barrier).
+func (s *Server) auditBarrier(log *slog.Logger) {
+	if err := audit.Sync(s.sink); err != nil {
+		log.Error("audit barrier before the answer failed", "err", err)
+	}
 }
 
 // auditFailed answers a request whose audit record could not be written:

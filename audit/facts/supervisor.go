@@ -149,32 +149,44 @@ type Usage struct {
 // has the outcome; a failed one (the payload never ran) helper_exit and
 // stderr_head.
 type Reap struct {
-	ExitCode            *int    `json:"exit_code,omitempty" doc:"bwrap's --json-status-fd exit code; null when killed by a signal"`
-	Signal              *string `json:"signal,omitempty" doc:"the signal that ended the payload (128+N from bwrap = signal N); a timeout is SIGKILL by the supervisor"`
-	TimedOut            bool    `json:"timed_out,omitzero" doc:"the supervisor killed it at the timeout"`
-	DurationMS          int64   `json:"duration_ms,omitzero" doc:"wall clock from launch to reap"`
-	Usage               *Usage  `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb from the helper process tree's wait4 rusage"`
-	BwrapChildPID       int     `json:"bwrap_child_pid,omitzero" doc:"the sandbox's pid 1 (bwrap's reaper), host pid"`
-	StdoutBytes         int64   `json:"stdout_bytes,omitzero" doc:"bytes the payload wrote to stdout"`
-	StderrBytes         int64   `json:"stderr_bytes,omitzero" doc:"bytes the payload wrote to stderr"`
-	StdoutTruncated     bool    `json:"stdout_truncated,omitzero" doc:"the output limit cut stdout"`
-	StderrTruncated     bool    `json:"stderr_truncated,omitzero" doc:"the output limit cut stderr"`
-	PIDNamespaceGone    bool    `json:"pid_namespace_gone,omitzero" doc:"the reaper's pidfd became readable: the kernel had killed every process of the pid namespace"`
-	OOMKilled           bool    `json:"oom_killed,omitzero" doc:"the exec's cgroup recorded an OOM kill"`
-	CgroupProcessesLeft int     `json:"cgroup_processes_left,omitzero" doc:"processes left in the exec's cgroup once the sandbox's pid 1 was gone"`
-	QuotaExceeded       bool    `json:"quota_exceeded,omitzero" doc:"the workspace went over its quota (seen by the watcher during the run or the check after it)"`
-	QuotaError          string  `json:"quota_error,omitzero" doc:"the workspace's size could not be measured, which counts as over the quota (fails closed)"`
-	Stopped             string  `json:"stopped,omitzero" doc:"why the supervisor stopped waiting: exited (on its own), timeout, cancelled, quota, permit"`
-	HelperExit          *int    `json:"helper_exit,omitempty" doc:"on failure: the helper's (or bwrap's) exit status"`
-	StderrHead          *string `json:"stderr_head,omitempty" doc:"on failure: the first 512 bytes of the helper's/bwrap's stderr"`
-	Probe               bool    `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
-	KernelID            string  `json:"kernel_id,omitzero" doc:"an exec in a session's kernel: the kernel's launch id"`
-	ExecutionCount      int64   `json:"execution_count,omitzero" doc:"the kernel's execution count after this exec"`
-	Displays            int     `json:"displays,omitzero" doc:"rich outputs returned"`
-	ProtocolError       string  `json:"protocol_error,omitzero" doc:"the kernel broke the channel protocol (I12) and was killed"`
-	Warm                bool    `json:"warm,omitzero" doc:"a warm pool sandbox: on an exec's reap, the exec ran in one (launch_id); on the warm launch's own reap, how the sandbox ended"`
-	LaunchID            string  `json:"launch_id,omitzero" doc:"an exec a warm sandbox ran: that sandbox's launch id (its prepare and helper step records)"`
-	TakenBy             string  `json:"taken_by,omitzero" doc:"on a warm launch's reap: the exec that took it (absent: destroyed unused, e.g. drained or at shutdown)"`
+	ExitCode            *int      `json:"exit_code,omitempty" doc:"bwrap's --json-status-fd exit code; null when killed by a signal"`
+	Signal              *string   `json:"signal,omitempty" doc:"the signal that ended the payload (128+N from bwrap = signal N); a timeout is SIGKILL by the supervisor"`
+	TimedOut            bool      `json:"timed_out,omitzero" doc:"the supervisor killed it at the timeout"`
+	DurationMS          int64     `json:"duration_ms,omitzero" doc:"wall clock from launch to reap"`
+	Usage               *Usage    `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb from the helper process tree's wait4 rusage"`
+	BwrapChildPID       int       `json:"bwrap_child_pid,omitzero" doc:"the sandbox's pid 1 (bwrap's reaper), host pid"`
+	StdoutBytes         int64     `json:"stdout_bytes,omitzero" doc:"bytes the payload wrote to stdout"`
+	StderrBytes         int64     `json:"stderr_bytes,omitzero" doc:"bytes the payload wrote to stderr"`
+	StdoutTruncated     bool      `json:"stdout_truncated,omitzero" doc:"the output limit cut stdout"`
+	StderrTruncated     bool      `json:"stderr_truncated,omitzero" doc:"the output limit cut stderr"`
+	PIDNamespaceGone    bool      `json:"pid_namespace_gone,omitzero" doc:"the reaper's pidfd became readable: the kernel had killed every process of the pid namespace"`
+	OOMKilled           bool      `json:"oom_killed,omitzero" doc:"the exec's cgroup recorded an OOM kill"`
+	CgroupProcessesLeft int       `json:"cgroup_processes_left,omitzero" doc:"processes left in the exec's cgroup once the sandbox's pid 1 was gone"`
+	QuotaExceeded       bool      `json:"quota_exceeded,omitzero" doc:"the workspace went over its quota (seen by the watcher during the run or the check after it)"`
+	QuotaError          string    `json:"quota_error,omitzero" doc:"the workspace's size could not be measured, which counts as over the quota (fails closed)"`
+	Stopped             string    `json:"stopped,omitzero" doc:"why the supervisor stopped waiting: exited (on its own), timeout, cancelled, quota, permit"`
+	HelperExit          *int      `json:"helper_exit,omitempty" doc:"on failure: the helper's (or bwrap's) exit status"`
+	StderrHead          *string   `json:"stderr_head,omitempty" doc:"on failure: the first 512 bytes of the helper's/bwrap's stderr"`
+	Probe               bool      `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
+	KernelID            string    `json:"kernel_id,omitzero" doc:"an exec in a session's kernel: the kernel's launch id"`
+	ExecutionCount      int64     `json:"execution_count,omitzero" doc:"the kernel's execution count after this exec"`
+	Displays            int       `json:"displays,omitzero" doc:"rich outputs returned"`
+	ProtocolError       string    `json:"protocol_error,omitzero" doc:"the kernel broke the channel protocol (I12) and was killed"`
+	HelperPooled        bool      `json:"helper_pooled,omitzero" doc:"the launch took a pre-started helper (--helper-pool): started before the request, its prelude done, waiting in its own cgroup, which took the exec's id and limits before the release"`
+	LaunchUS            *LaunchUS `json:"launch_us,omitempty" doc:"where the launch's wall clock went, in microseconds (make bench prints the medians)"`
+	Warm                bool      `json:"warm,omitzero" doc:"a warm pool sandbox: on an exec's reap, the exec ran in one (launch_id); on the warm launch's own reap, how the sandbox ended"`
+	LaunchID            string    `json:"launch_id,omitzero" doc:"an exec a warm sandbox ran: that sandbox's launch id (its prepare and helper step records)"`
+	TakenBy             string    `json:"taken_by,omitzero" doc:"on a warm launch's reap: the exec that took it (absent: destroyed unused, e.g. drained or at shutdown)"`
+}
+
+// LaunchUS is where one launch's time went, measured by the supervisor.
+type LaunchUS struct {
+	Acquire  int64 `json:"acquire" doc:"a started helper: the pool's take, or the cgroup's creation with the request's limits and the helper's fork and exec"`
+	Barrier  int64 `json:"barrier" doc:"the audit barrier before the release (fdatasync of the records so far)"`
+	Place    int64 `json:"place" doc:"acquire's end to the release byte: the cgroup v1 move of a helper not pre-started, a pre-started helper's cgroup taking the exec's id and limits, and the barrier"`
+	ToExec   int64 `json:"to_exec" doc:"the release to the helper's exec report: its remaining steps and bubblewrap's fork and exec"`
+	Run      int64 `json:"run" doc:"the exec report to the helper's exit: bubblewrap building the sandbox, the payload, bubblewrap's exit"`
+	Teardown int64 `json:"teardown" doc:"the helper's exit to every stream, report and process of the exec gone"`
 }
 
 // Step implements Facts.
@@ -195,6 +207,7 @@ func (*Reap) Sentences() []Sentence {
 		{Text: "A warm pool sandbox: {warm}."},
 		{Text: "Ran in the warm sandbox {launch_id}."},
 		{Text: "The warm sandbox was taken by exec {taken_by}."},
+		{Text: "The launch took a pre-started helper: {helper_pooled}; its time in µs: {launch_us}."},
 	}
 }
 

@@ -122,12 +122,14 @@ func run() int {
 	launcher, err := launch.New(launch.Config{
 		HelperPath: cfg.HelperPath, WorkspaceRoot: workspaces, Sink: aw, Log: log,
 		Cgroups: cg, RequireCgroups: cfg.RequireCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
-		Artifacts: workspace.ArtifactLimits{MaxFileBytes: cfg.ArtifactMaxFileBytes, MaxFiles: cfg.ArtifactMaxFiles, MaxTotalBytes: cfg.ArtifactMaxTotalBytes},
+		Artifacts:  workspace.ArtifactLimits{MaxFileBytes: cfg.ArtifactMaxFileBytes, MaxFiles: cfg.ArtifactMaxFiles, MaxTotalBytes: cfg.ArtifactMaxTotalBytes},
+		HelperPool: cfg.HelperPool,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
+	defer launcher.Close()
 	ln, err := supervisor.Listen(cfg.SocketPath, cfg.SocketGroup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
