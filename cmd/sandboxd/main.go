@@ -39,135 +39,200 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg, code, ok := parseConfig()
+	if !ok {
+		return code
+	}
+	d := &daemon{cfg: cfg, log: log, workspaces: filepath.Join(cfg.StateDir, "workspaces")}
+	defer d.close()
+	for _, phase := range []func() error{d.checkHost, d.openAudit, d.recover, d.newLauncher, d.newServer} {
+		if err := phase(); err != nil {
+			fmt.Fprintln(os.Stderr, "sandboxd:", err)
+			return 1
+		}
+	}
+	return d.serve()
+}
+
+// parseConfig reads the flags and SANDBOXD_* variables; ok is false when
+// the process is to exit with code (help, version, a bad flag).
+func parseConfig() (cfg policy.Config, code int, ok bool) {
 	fs := flag.NewFlagSet("sandboxd", flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	cfg, err := policy.Load(fs, os.Args[1:], os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return cfg, 0, false
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 2
-	}
-	if *showVersion {
+		return cfg, 2, false
+	case *showVersion:
 		fmt.Println(version)
-		return 0
+		return cfg, 0, false
 	}
+	return cfg, 0, true
+}
+
+// daemon is the supervisor process being started: its start-up phases
+// run in order, each building on the last; close undoes them in reverse.
+type daemon struct {
+	cfg        policy.Config
+	log        *slog.Logger
+	workspaces string
+	closers    []func()
+
+	aw       *audit.FileWriter
+	sessions *supervisor.SessionStore
+	cg       *cgroup.Manager
+	launcher *launch.HelperLauncher
+	srv      *supervisor.Server
+	trees    []config.Environment
+	ln       net.Listener
+}
+
+func (d *daemon) onClose(f func()) { d.closers = append(d.closers, f) }
+
+func (d *daemon) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// checkHost refuses root and capabilities (I1), becomes a child subreaper
+// and checks the helper's config against the state directory.
+func (d *daemon) checkHost() error {
 	if err := checkUnprivileged(); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+		return err
 	}
 	// bwrap exits without reaping the sandbox's pid 1; as a child
 	// subreaper the supervisor inherits and reaps it instead of leaving a
 	// zombie to a host init that may never reap (as in many containers).
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd: become a child subreaper:", err)
-		return 1
+		return fmt.Errorf("become a child subreaper: %w", err)
 	}
-	workspaces := filepath.Join(cfg.StateDir, "workspaces")
-	if err := checkHelperConfig(cfg, workspaces); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
-	}
+	return checkHelperConfig(d.cfg, d.workspaces)
+}
 
-	// The audit log is verified before it is appended to (a broken one is
-	// set aside, never extended), and execs a killed supervisor left are
-	// closed with an interrupted record (audit/SCHEMA.md).
+// openAudit verifies the audit log before it is appended to (a broken one
+// is set aside, never extended); execs a killed supervisor left are closed
+// with an interrupted record (audit/SCHEMA.md).
+func (d *daemon) openAudit() error {
+	cfg := d.cfg
 	aw, err := audit.Open(cfg.AuditLog(), audit.Options{
 		Fsync: cfg.AuditFsync, RotateBytes: cfg.AuditRotateBytes, RetentionFiles: cfg.AuditRetentionFiles, Syslog: cfg.AuditSyslog,
-		Version: version, Log: log,
+		Version: version, Log: d.log,
 		StartFacts: map[string]any{"socket": cfg.SocketPath, "state_dir": cfg.StateDir, "helper": cfg.HelperPath,
 			"helper_config": cfg.HelperConfigPath, "audit_env_values": cfg.AuditEnvValues},
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+		return err
 	}
-	defer aw.Close()
+	d.aw = aw
+	d.onClose(func() { _ = aw.Close() })
 	if info := aw.Opened(); info.State != "new" {
-		log.Info("audit log opened", "path", cfg.AuditLog(), "state", info.State, "set_aside", info.SetAside,
+		d.log.Info("audit log opened", "path", cfg.AuditLog(), "state", info.State, "set_aside", info.SetAside,
 			"previous_shutdown", info.PreviousShutdown, "interrupted_execs", len(info.Interrupted))
 	}
-	// Restart recovery: sessions come back with their workspaces and
-	// remaining TTL; one-shot workspaces and exec cgroups a killed
-	// supervisor left are removed, their processes killed.
-	archives, err := openArchives(cfg, log)
+	return nil
+}
+
+// recover brings sessions back with their workspaces and remaining TTL,
+// and removes the one-shot workspaces and exec cgroups a killed supervisor
+// left (their processes killed).
+func (d *daemon) recover() error {
+	cfg := d.cfg
+	archives, err := openArchives(cfg, d.log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+		return err
 	}
-	sessions, err := supervisor.OpenSessionStore(supervisor.SessionConfig{
+	d.sessions, err = supervisor.OpenSessionStore(supervisor.SessionConfig{
 		StateDir: cfg.StateDir, MaxSessions: cfg.MaxSessions, TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds,
 		QuotaBytes: cfg.WorkspaceQuotaBytes, Archives: archives, ArchiveMaxBytes: cfg.ArchiveMaxBytes,
-		SelfUID: os.Getuid(), Sink: aw, Log: log,
+		SelfUID: os.Getuid(), Sink: d.aw, Log: d.log,
 		MaxPerCaller: cfg.SessionShare(), ArchiveRetention: cfg.ArchiveRetention, ArchiveCallerMaxBytes: cfg.ArchiveCallerMaxBytes,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+		return err
 	}
-	log.Info("sessions recovered", "count", sessions.Count())
-	if n := removeStaleWorkspaces(workspaces, sessions, log); n > 0 {
-		log.Warn("removed one-shot workspaces left by an earlier run", "count", n)
+	d.log.Info("sessions recovered", "count", d.sessions.Count())
+	if n := removeStaleWorkspaces(d.workspaces, d.sessions, d.log); n > 0 {
+		d.log.Warn("removed one-shot workspaces left by an earlier run", "count", n)
 	}
-	cg := cgroup.Detect(cgroup.Host{UID: os.Getuid()}, cfg.CgroupParent)
-	log.Info("resource control", "cgroups", cg.Mode(), "detail", cg.Reason())
-	if cg.Mode() == cgroup.ModeNone && cfg.RequireCgroups {
-		fmt.Fprintln(os.Stderr, "sandboxd: --require-cgroups, but", cg.Reason())
-		return 1
+	d.cg = cgroup.Detect(cgroup.Host{UID: os.Getuid()}, cfg.CgroupParent)
+	d.log.Info("resource control", "cgroups", d.cg.Mode(), "detail", d.cg.Reason())
+	if d.cg.Mode() == cgroup.ModeNone && cfg.RequireCgroups {
+		return fmt.Errorf("--require-cgroups, but %s", d.cg.Reason())
 	}
-	if n, err := cg.Sweep(); n > 0 || err != nil {
-		log.Warn("killed and removed exec cgroups left by an earlier run", "count", n, "err", err)
+	if n, err := d.cg.Sweep(); n > 0 || err != nil {
+		d.log.Warn("killed and removed exec cgroups left by an earlier run", "count", n, "err", err)
 	}
+	return nil
+}
+
+// newLauncher builds the launcher (and its pre-started helpers) after the
+// sweep, so nothing of this run is mistaken for a leftover.
+func (d *daemon) newLauncher() error {
+	cfg := d.cfg
 	launcher, err := launch.New(launch.Config{
-		HelperPath: cfg.HelperPath, WorkspaceRoot: workspaces, Sink: aw, Log: log,
-		Cgroups: cg, RequireCgroups: cfg.RequireCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
+		HelperPath: cfg.HelperPath, WorkspaceRoot: d.workspaces, Sink: d.aw, Log: d.log,
+		Cgroups: d.cg, RequireCgroups: cfg.RequireCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
 		Artifacts:  workspace.ArtifactLimits{MaxFileBytes: cfg.ArtifactMaxFileBytes, MaxFiles: cfg.ArtifactMaxFiles, MaxTotalBytes: cfg.ArtifactMaxTotalBytes},
 		HelperPool: cfg.HelperPool,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+		return err
 	}
-	defer launcher.Close()
-	ln, err := supervisor.Listen(cfg.SocketPath, cfg.SocketGroup)
+	d.launcher = launcher
+	d.onClose(launcher.Close)
+	return nil
+}
+
+// newServer opens the socket and builds the API server: environments from
+// the helper's root-owned config (never a flag), egress, live settings.
+func (d *daemon) newServer() error {
+	var err error
+	if d.ln, err = supervisor.Listen(d.cfg.SocketPath, d.cfg.SocketGroup); err != nil {
+		return err
+	}
+	envs, trees, err := supervisor.EnvironmentsFromHelperConfig(d.cfg.HelperConfigPath)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+		d.log.Warn("no environments: the helper config is unreadable (doctor says why)", "err", err)
 	}
-	// Environments come from the helper's root-owned config, never a flag.
-	envs, trees, err := supervisor.EnvironmentsFromHelperConfig(cfg.HelperConfigPath)
-	if err != nil {
-		log.Warn("no environments: the helper config is unreadable (doctor says why)", "err", err)
+	d.cfg.Environments, d.trees = envs, trees
+	d.srv = supervisor.NewServer(d.cfg, d.launcher, d.launcher, d.aw, d.log, version)
+	d.srv.SetSessions(d.sessions)
+	if err := setupEgress(d.srv, d.cfg, d.log); err != nil {
+		_ = d.ln.Close()
+		return err
 	}
-	cfg.Environments = envs
-	srv := supervisor.NewServer(cfg, launcher, launcher, aw, log, version)
-	srv.SetSessions(sessions)
-	if err := setupEgress(srv, cfg, log); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
+	if err := d.srv.LoadSettings(d.cfg.StateDir); err != nil {
+		_ = d.ln.Close()
+		return err
 	}
-	if err := srv.LoadSettings(cfg.StateDir); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		return 1
-	}
+	return nil
+}
+
+// serve listens on TCP, starts the reaper, the environment watch and the
+// warm pool, and serves until SIGINT or SIGTERM.
+func (d *daemon) serve() int {
+	cfg, log := d.cfg, d.log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv.WatchEnvironments(ctx, trees, supervisor.DefaultEnvironmentRecheck)
-	tcp, err := listenTCP(ctx, cfg, srv, log)
+	d.srv.WatchEnvironments(ctx, d.trees, supervisor.DefaultEnvironmentRecheck)
+	tcp, err := listenTCP(ctx, cfg, d.srv, log)
 	if err != nil {
-		_ = ln.Close()
+		_ = d.ln.Close()
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
-	go sessions.RunReaper(ctx, time.Second)
-	// Built after the sweeps above, so a warm sandbox of an earlier run
-	// (its cgroup, its workspace) is never mistaken for one of this run.
-	stopWarm := srv.StartWarmPool(ctx)
+	go d.sessions.RunReaper(ctx, time.Second)
+	// Built after the sweeps, so a warm sandbox of an earlier run (its
+	// cgroup, its workspace) is never mistaken for one of this run.
+	stopWarm := d.srv.StartWarmPool(ctx)
 	defer stopWarm()
 	log.Info("sandboxd serving", "version", version, "socket", cfg.SocketPath, "tcp", cfg.Listen, "uid", os.Getuid(),
 		"helper", cfg.HelperPath, "state_dir", cfg.StateDir, "audit_log", cfg.AuditLog())
-	if err := srv.Serve(ctx, ln, tcp...); err != nil {
+	if err := d.srv.Serve(ctx, d.ln, tcp...); err != nil {
 		log.Error("serve", "err", err)
 		return 1
 	}
