@@ -7,18 +7,12 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testca"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
@@ -319,53 +315,8 @@ func TestI13TCPKeys(t *testing.T) {
 	}
 }
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "it CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return &testCA{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes name.crt and name.key, signed by the CA, into dir.
-func (ca *testCA) issue(t *testing.T, dir, name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	cp, kp := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	// Written to a temporary name and renamed, as a certificate renewal
-	// would, so a reload never reads half a file.
-	for p, b := range map[string][]byte{cp: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		kp: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})} {
-		if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(p+".tmp", p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cp, kp
-}
+// loopback is the address the test supervisors' certificates name.
+var loopback = []net.IP{net.ParseIP("127.0.0.1")}
 
 // TestI13TLS: HTTPS with a test CA; a client certificate is required with
 // --tls-client-ca; the Go client and sandboxctl --url https://… work; SIGHUP
@@ -373,19 +324,16 @@ func (ca *testCA) issue(t *testing.T, dir, name string, serial int64, usage x509
 func TestI13TLS(t *testing.T) {
 	in := setup(t)
 	dir := ownedDir(t, in)
-	ca := newTestCA(t)
-	srvCert, srvKey := ca.issue(t, dir, "server", 100, x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey := ca.issue(t, dir, "client", 200, x509.ExtKeyUsageClientAuth)
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := testca.New(t, "it CA")
+	srvCert, srvKey := ca.WriteLeaf(t, dir, testca.Leaf{Name: "server", Serial: 100, IPs: loopback})
+	cliCert, cliKey := ca.WriteLeaf(t, dir, testca.Leaf{Name: "client", Serial: 200, Client: true})
+	caFile := ca.WriteCA(t, dir)
 	chownAll(t, in, srvCert, srvKey, caFile)
 	s := startTCPSupervisor(t, in, "https", "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-client-ca", caFile)
 	t0 := time.Now()
 
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 	noCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if resp, err := noCert.Get(s.url + "/healthz"); err == nil {
 		resp.Body.Close()
@@ -434,7 +382,7 @@ func TestI13TLS(t *testing.T) {
 	if got := serial(); got != 100 {
 		t.Fatalf("serial %d; want 100", got)
 	}
-	ca.issue(t, dir, "server", 101, x509.ExtKeyUsageServerAuth)
+	ca.WriteLeaf(t, dir, testca.Leaf{Name: "server", Serial: 101, IPs: loopback})
 	chownAll(t, in, srvCert, srvKey)
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -596,13 +544,10 @@ func TestI13MCP(t *testing.T) {
 func TestI13DoctorRemote(t *testing.T) {
 	in := setup(t)
 	dir := ownedDir(t, in)
-	ca := newTestCA(t)
-	srvCert, srvKey := ca.issue(t, dir, "server", 100, x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey := ca.issue(t, dir, "client", 200, x509.ExtKeyUsageClientAuth)
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := testca.New(t, "it CA")
+	srvCert, srvKey := ca.WriteLeaf(t, dir, testca.Leaf{Name: "server", Serial: 100, IPs: loopback})
+	cliCert, cliKey := ca.WriteLeaf(t, dir, testca.Leaf{Name: "client", Serial: 200, Client: true})
+	caFile := ca.WriteCA(t, dir)
 	chownAll(t, in, srvCert, srvKey, caFile)
 	s := startTCPSupervisor(t, in, "https", "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-client-ca", caFile)
 	keyFile, badKey := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bad.key")

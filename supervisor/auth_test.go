@@ -2,18 +2,12 @@ package supervisor
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testca"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/apikey"
@@ -341,72 +337,14 @@ func TestAuthFailDelay(t *testing.T) {
 	}
 }
 
-// testCA is a CA made in the test, with leaf certificates for the server
-// and a client.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sandboxd test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// leaf writes a certificate and key signed by the CA to dir and returns
-// their paths.
-func (ca *testCA) leaf(t *testing.T, dir, name string, serial int64, client bool) (certPath, keyPath string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
-}
-
 // TestTLSClientCertAndReload: TLS with a test CA; a client certificate is
 // required when a client CA is set; Reload serves a new certificate.
 func TestTLSClientCertAndReload(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t)
-	certPath, keyPath := ca.leaf(t, dir, "server", 100, false)
-	cliCert, cliKey := ca.leaf(t, dir, "client", 200, true)
-	caPath := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caPath, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := testca.New(t, "sandboxd test CA")
+	certPath, keyPath := ca.WriteLeaf(t, dir, testca.Leaf{Name: "server", Serial: 100, DNS: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	cliCert, cliKey := ca.WriteLeaf(t, dir, testca.Leaf{Name: "client", Serial: 200, Client: true})
+	caPath := ca.WriteCA(t, dir)
 	certs, err := NewCertReloader(certPath, keyPath)
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +355,7 @@ func TestTLSClientCertAndReload(t *testing.T) {
 	}
 	s := startTCP(t, conf)
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 
 	// No client certificate: the handshake fails.
 	noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -447,7 +385,7 @@ func TestTLSClientCertAndReload(t *testing.T) {
 	if got := serial(); got != 100 {
 		t.Fatalf("serial %d; want 100", got)
 	}
-	ca.leaf(t, dir, "server", 101, false) // overwrite in place
+	ca.WriteLeaf(t, dir, testca.Leaf{Name: "server", Serial: 101, DNS: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}}) // overwrite in place
 	if err := certs.Reload(); err != nil {
 		t.Fatal(err)
 	}
