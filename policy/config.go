@@ -346,7 +346,7 @@ func (c Config) ArchiveLocalDir() string {
 	return filepath.Join(c.StateDir, "archives")
 }
 
-func (c Config) validateS3(bad func(flagName, format string, args ...any)) {
+func (c Config) validateS3(bad badFunc) {
 	for _, b := range c.AdminArchiveBackends {
 		if b != "local" && b != "s3" && b != "none" {
 			bad("admin-archive-backends", "%q is not local, s3 or none", b)
@@ -536,27 +536,32 @@ func (c Config) Validate() error {
 		}
 	}
 
+	c.validatePaths(bad, absPath)
+	c.validateEgress(bad)
+	c.validateTimeouts(bad)
+	c.validateLimits(bad)
+	c.validateCapacity(bad)
+	c.validateS3(bad)
+	c.validateShares(bad)
+	c.validateListen(bad, absPath)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	return nil
+}
+
+// badFunc reports one flag's invalid value.
+type badFunc func(flagName, format string, args ...any)
+
+// validatePaths checks the paths, ids and names the supervisor is given.
+func (c Config) validatePaths(bad badFunc, absPath func(flagName, p string)) {
 	absPath("socket", c.SocketPath)
 	if len(c.SocketPath) > maxSocketPathLen {
 		bad("socket", "%q is %d bytes; a Unix socket path can have at most %d", c.SocketPath, len(c.SocketPath), maxSocketPathLen)
 	}
 	absPath("state-dir", c.StateDir)
-	if _, err := egress.ParseAllowlist(c.EgressAllow); err != nil {
-		// One phrase for every bad list (docs/CONFIG.md shows it); the
-		// supervisor's own parse at start names the entry.
-		bad("egress-allow", "want a comma list of host names, each optionally *.-prefixed and :port-suffixed (no IP literals)")
-	}
-	if c.EgressMaxConns < 1 || c.EgressMaxConns > 100_000 {
-		bad("egress-max-conns", "%d is outside 1..100000", c.EgressMaxConns)
-	}
-	if c.EgressMaxBytes < 1 {
-		bad("egress-max-bytes", "must be positive")
-	}
 	if c.AuditLogPath != "" {
 		absPath("audit-log", c.AuditLogPath)
-	}
-	if c.AuditRotateBytes != 0 && c.AuditRotateBytes < 4<<10 {
-		bad("audit-rotate-bytes", "%d bytes is below 4 KiB (0 disables rotation)", c.AuditRotateBytes)
 	}
 	if c.AuditSyslog != "" {
 		absPath("audit-syslog", c.AuditSyslog)
@@ -578,7 +583,32 @@ func (c Config) Validate() error {
 			bad("allow-gid", "%d is not a valid gid (0..%d)", id, maxUnixID)
 		}
 	}
+	if c.ArchiveDir != "" && !filepath.IsAbs(c.ArchiveDir) {
+		bad("archive-dir", "%q must be an absolute path", c.ArchiveDir)
+	}
+	if c.CgroupParent == "" || strings.ContainsAny(c.CgroupParent, "/") || c.CgroupParent == "." || c.CgroupParent == ".." {
+		bad("cgroup-parent", "%q must be a single directory name", c.CgroupParent)
+	}
+}
 
+// validateEgress checks the allowlist and the per-exec egress limits.
+func (c Config) validateEgress(bad badFunc) {
+	if _, err := egress.ParseAllowlist(c.EgressAllow); err != nil {
+		// One phrase for every bad list (docs/CONFIG.md shows it); the
+		// supervisor's own parse at start names the entry.
+		bad("egress-allow", "want a comma list of host names, each optionally *.-prefixed and :port-suffixed (no IP literals)")
+	}
+	if c.EgressMaxConns < 1 || c.EgressMaxConns > 100_000 {
+		bad("egress-max-conns", "%d is outside 1..100000", c.EgressMaxConns)
+	}
+	if c.EgressMaxBytes < 1 {
+		bad("egress-max-bytes", "must be positive")
+	}
+}
+
+// validateTimeouts checks the exec timeouts and session TTLs against their
+// caps.
+func (c Config) validateTimeouts(bad badFunc) {
 	if c.ExecTimeoutCapMS < 1 || c.ExecTimeoutCapMS > maxTimeoutCapMS {
 		bad("exec-timeout-cap", "%d ms is out of range 1..%d", c.ExecTimeoutCapMS, maxTimeoutCapMS)
 	}
@@ -590,7 +620,20 @@ func (c Config) Validate() error {
 	if c.ExecTimeoutMS < 1 || c.ExecTimeoutMS > c.ExecTimeoutMaxMS {
 		bad("exec-timeout", "%d ms is out of range 1..%d (--exec-timeout-max)", c.ExecTimeoutMS, c.ExecTimeoutMaxMS)
 	}
+	if c.IdleTTLCapSeconds < 1 {
+		bad("idle-ttl-cap", "%d s is below 1", c.IdleTTLCapSeconds)
+	}
+	if c.IdleTTLSeconds < 1 || c.IdleTTLSeconds > c.IdleTTLCapSeconds {
+		bad("idle-ttl", "%d s is out of range 1..%d (--idle-ttl-cap)", c.IdleTTLSeconds, c.IdleTTLCapSeconds)
+	}
+}
 
+// validateLimits checks the per-exec resource, output and artifact limits
+// and the sizes of what the supervisor keeps (audit files, archives).
+func (c Config) validateLimits(bad badFunc) {
+	if c.AuditRotateBytes != 0 && c.AuditRotateBytes < 4<<10 {
+		bad("audit-rotate-bytes", "%d bytes is below 4 KiB (0 disables rotation)", c.AuditRotateBytes)
+	}
 	if c.OutputLimitBytes < 1 || c.OutputLimitBytes > maxOutputLimitBytes {
 		bad("output-limit", "%d bytes is out of range 1..%d", c.OutputLimitBytes, maxOutputLimitBytes)
 	}
@@ -618,13 +661,6 @@ func (c Config) Validate() error {
 	if c.WorkspaceQuotaBytes < 1<<20 {
 		bad("workspace-quota", "%d bytes is below 1 MiB", c.WorkspaceQuotaBytes)
 	}
-	if c.MaxSessions < 0 {
-		bad("max-sessions", "%d is negative (0 disables sessions)", c.MaxSessions)
-	}
-	if c.ArchiveDir != "" && !filepath.IsAbs(c.ArchiveDir) {
-		bad("archive-dir", "%q must be an absolute path", c.ArchiveDir)
-	}
-	c.validateS3(bad)
 	for _, l := range []struct {
 		flag string
 		v    int64
@@ -634,8 +670,13 @@ func (c Config) Validate() error {
 			bad(l.flag, "%d is negative", l.v)
 		}
 	}
-	if c.CgroupParent == "" || strings.ContainsAny(c.CgroupParent, "/") || c.CgroupParent == "." || c.CgroupParent == ".." {
-		bad("cgroup-parent", "%q must be a single directory name", c.CgroupParent)
+}
+
+// validateCapacity checks how much runs at once: sessions, execs, queues
+// and the pools.
+func (c Config) validateCapacity(bad badFunc) {
+	if c.MaxSessions < 0 {
+		bad("max-sessions", "%d is negative (0 disables sessions)", c.MaxSessions)
 	}
 	if c.MaxQueuedExecs < 0 {
 		bad("max-queued-execs", "%d is negative", c.MaxQueuedExecs)
@@ -649,24 +690,12 @@ func (c Config) Validate() error {
 	if c.HelperPool < 0 || c.HelperPool > 64 {
 		bad("helper-pool", "%d is outside 0..64", c.HelperPool)
 	}
-	c.validateShares(bad)
-	c.validateListen(bad, absPath)
-	if c.IdleTTLCapSeconds < 1 {
-		bad("idle-ttl-cap", "%d s is below 1", c.IdleTTLCapSeconds)
-	}
-	if c.IdleTTLSeconds < 1 || c.IdleTTLSeconds > c.IdleTTLCapSeconds {
-		bad("idle-ttl", "%d s is out of range 1..%d (--idle-ttl-cap)", c.IdleTTLSeconds, c.IdleTTLCapSeconds)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("invalid configuration: %w", err)
-	}
-	return nil
 }
 
 // validateListen checks the TCP listener settings. It refuses, so the
 // supervisor refuses to start, a TCP listener nobody has to authenticate
 // to, unless the operator said so and it is reachable from this host only.
-func (c Config) validateListen(bad func(flagName, format string, args ...any), absPath func(flagName, p string)) {
+func (c Config) validateListen(bad badFunc, absPath func(flagName, p string)) {
 	for _, l := range c.Listen {
 		if _, err := ParseListen(l); err != nil {
 			bad("listen", "%v", err)
@@ -718,7 +747,7 @@ func (c Config) QueueShare() int { return share(c.MaxQueuedExecsPerCaller, c.Max
 
 // validateShares checks the per-caller limits (I11). Each share must leave
 // room for a second caller, or one caller could still take everything.
-func (c Config) validateShares(bad func(flagName, format string, args ...any)) {
+func (c Config) validateShares(bad badFunc) {
 	if c.AuditRetentionFiles < 0 {
 		bad("audit-retention-files", "%d is negative (0 keeps every file)", c.AuditRetentionFiles)
 	}
