@@ -16,10 +16,11 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 // CA is a test certificate authority.
@@ -85,8 +86,8 @@ func (ca *CA) Issue(t testing.TB, l Leaf) tls.Certificate {
 }
 
 // WriteLeaf issues a certificate for l and writes dir/<l.Name>.crt and
-// .key (mode 0600). Each is written to a temporary name and renamed, as a
-// certificate renewal would, so a reload never reads half a file.
+// .key (mode 0600). Each is replaced atomically, as a certificate renewal
+// would be, so a reload never reads half a file.
 func (ca *CA) WriteLeaf(t testing.TB, dir string, l Leaf) (certPath, keyPath string) {
 	t.Helper()
 	c := ca.Issue(t, l)
@@ -99,10 +100,7 @@ func (ca *CA) WriteLeaf(t testing.TB, dir string, l Leaf) (certPath, keyPath str
 		certPath: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
 		keyPath:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
 	} {
-		if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(p+".tmp", p); err != nil {
+		if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +112,7 @@ func (ca *CA) WriteLeaf(t testing.TB, dir string, l Leaf) (certPath, keyPath str
 func (ca *CA) WriteCA(t testing.TB, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(p, ca.PEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
