@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -198,6 +199,28 @@ var fakeScenarios = map[string]func(f *fake) int{
 		f.steps("enter")
 		time.Sleep(time.Minute)
 		return 0
+	},
+	// mid-setup: bwrap caught between its clone and its status report: a
+	// child that would outlive a killed helper (no parent-death signal),
+	// its pid written to the file named by arg. SIGTERM is handled as
+	// nsinit's relay handles it: the child is killed, then the helper dies
+	// of SIGKILL as it relays bwrap's death.
+	"mid-setup": func(f *fake) int {
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		f.steps("enter", "network", "seccomp", "drop")
+		f.awaitRelease()
+		f.report(spec.Report{Step: "exec", OK: true, Facts: fakeExecFacts})
+		child := exec.Command("/bin/sleep", "60")
+		if err := child.Start(); err != nil {
+			return 1
+		}
+		_ = os.WriteFile(f.arg, []byte(strconv.Itoa(child.Process.Pid)), 0o600)
+		<-term
+		_ = child.Process.Kill()
+		_, _ = child.Process.Wait()
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		return 137
 	},
 	// release-watch: the payload runs for arg ms; then the helper says on
 	// stdout whether the release pipe's write end had hung up meanwhile.

@@ -3,11 +3,14 @@ package launch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,6 +200,48 @@ func TestTeardownEscalates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTeardownAsksTheHelperFirst: a launch stopped before bwrap reported
+// the sandbox's pid 1 is stopped through the helper (SIGTERM), which alone
+// may signal bwrap and its fresh child (they run as the namespace owner,
+// I10): a SIGKILL of the helper left that child behind for good.
+func TestTeardownAsksTheHelperFirst(t *testing.T) {
+	h, _ := newTestLauncher(t, 0)
+	pidFile := filepath.Join(t.TempDir(), "child")
+	req := fakeRequest(t, "mid-setup")
+	req.Code = "mid-setup " + h.cfg.WorkspaceRoot + " " + pidFile
+	req.Limits.TimeoutMS = 500
+	res, err := h.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if !res.TimedOut {
+		t.Fatalf("result %+v", res)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	deadline := time.Now().Add(5 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the helper's child %d outlived the teardown", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processAlive reports whether pid runs (a zombie does not count).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }
 
 func TestCancelStopsTheExec(t *testing.T) {

@@ -79,9 +79,18 @@ func (hp *helperProc) teardown(stop stopReason, stopErr error) *helperRun {
 // pid namespace -- setsid, double fork and daemons included -- and bwrap,
 // still alive, reaps it and exits, so no orphan is left for the host's init.
 // If the reaper is not known yet (bwrap still setting up), the helper is
-// killed and bwrap's --die-with-parent takes the reaper down; if bwrap
-// lingers past the grace period, it is killed too. It returns the reaper's
-// pidfd if it knew it.
+// asked with SIGTERM: it is bwrap's parent and shares the namespace
+// owner's uid with bwrap and its not-yet-switched child, which the
+// supervisor may not signal (I10), so it stops bwrap, kills its children
+// and then bwrap (nsinit killSandbox) and exits. A SIGKILL of the helper
+// here left that child behind: bwrap's monitor died of its parent-death
+// signal while its freshly cloned child, whose own --die-with-parent was
+// not armed yet, blocked for ever on the eventfd the monitor was to
+// signal -- an orphan of the owner's uid that no supervisor could kill
+// (seen in CI, and its cgroup made every later start-up sweep wait). A
+// helper that has not reached its relay dies of the SIGTERM as of a
+// SIGKILL (nothing of bwrap exists yet). Past the grace period, SIGKILL.
+// It returns the reaper's pidfd if it knew it.
 func (hp *helperProc) kill() (pidfd int, known bool) {
 	pidfd = -1
 	select {
@@ -92,7 +101,7 @@ func (hp *helperProc) kill() (pidfd int, known bool) {
 	if pidfd >= 0 {
 		_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 	} else {
-		_ = hp.cmd.Process.Kill()
+		_ = hp.cmd.Process.Signal(unix.SIGTERM)
 	}
 	timer := time.NewTimer(hp.grace)
 	defer timer.Stop()
