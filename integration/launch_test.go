@@ -611,15 +611,11 @@ func TestBadInput(t *testing.T) {
 		}
 		body := `{"language":"python","code":"import os,time\nos.fork()\ntime.sleep(50)","timeout_ms":60000}`
 		fmt.Fprintf(conn, "POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		deadline := time.Now().Add(10 * time.Second)
-		for len(s.execProcessesNow()) < 2 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if len(s.execProcessesNow()) < 2 {
+		if s.awaitExecProcesses(2) < 2 {
 			t.Fatal("the exec never started")
 		}
 		conn.Close()
-		deadline = time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for len(s.execProcesses()) > 0 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}

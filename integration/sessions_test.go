@@ -361,13 +361,10 @@ func TestSupervisorKilledMidExecAndUpload(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.execProcessesNow()) < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.awaitExecProcesses(3)
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.done
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(userProcesses(in.uid)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -424,18 +421,7 @@ func TestSessionDeleteKillsItsExec(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	// Four or more for three polls in a row: the payload and its forks,
-	// not a helper's transient prelude holder counted once.
-	deadline, n, steady := time.Now().Add(10*time.Second), 0, 0
-	for steady < 3 && time.Now().Before(deadline) {
-		if n = len(s.execProcessesNow()); n >= 4 {
-			steady++
-		} else {
-			steady = 0
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if steady < 3 {
+	if n := s.awaitExecProcesses(4); n < 4 {
 		t.Fatalf("the exec never started its processes (%d)", n)
 	}
 	if status, b := s.do("DELETE", "/v1/sessions/"+sess.ID, nil); status != 204 {

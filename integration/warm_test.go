@@ -387,6 +387,26 @@ func (s *supervisor) execProcessesNow() []string {
 	return out
 }
 
+// awaitExecProcesses waits up to 10 s until the exec's processes number
+// at least min on three polls in a row (a helper the pool is starting, not
+// yet in its pool-* cgroup, is counted while it is moved, so one poll can
+// overcount) and returns the last count.
+func (s *supervisor) awaitExecProcesses(min int) int {
+	deadline, n, steady := time.Now().Add(10*time.Second), 0, 0
+	for steady < 3 && time.Now().Before(deadline) {
+		if n = len(s.execProcessesNow()); n >= min {
+			steady++
+		} else {
+			steady = 0
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if steady < 3 && n >= min {
+		n = min - 1 // never steady
+	}
+	return n
+}
+
 // execCgroupsLeft lists the exec cgroups still below the delegated
 // directories, without the supervisor's idle warm pool sandboxes', once
 // they are gone or after 5 s (a cgroup is removed just after the answer).
