@@ -4,11 +4,8 @@ package cgroup
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -22,19 +19,7 @@ import (
 // does with a pre-started helper's cgroup (Rename, SetLimits).
 func TestCgroupCost(t *testing.T) {
 	testutil.RequireRoot(t, "delegate a cgroup")
-	own, err := OwnV1Dirs(Host{})
-	if err != nil {
-		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies: %v", err))
-	}
-	parent := "sandboxd-bench-" + strconv.Itoa(os.Getpid())
-	for _, c := range Controllers {
-		d := filepath.Join(own[c], parent)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Remove(d) })
-	}
-	m := Detect(Host{UID: 0}, parent)
+	m, _ := realV1Parent(t, "sandboxd-bench-")
 	const n = 60
 	cost := map[string][]time.Duration{}
 	timed := func(name string, f func() error) {

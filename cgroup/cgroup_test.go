@@ -158,19 +158,7 @@ func TestCreateRefusesBadNames(t *testing.T) {
 // real payloads in and prove the limits bite).
 func TestRealV1(t *testing.T) {
 	testutil.RequireRoot(t, "delegate a cgroup")
-	own, err := OwnV1Dirs(Host{})
-	if err != nil {
-		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies (this host is expected to have them): %v", err))
-	}
-	parent := "sandboxd-unit-" + strconv.Itoa(os.Getpid())
-	for _, c := range Controllers {
-		d := filepath.Join(own[c], parent)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Remove(d) })
-	}
-	m := Detect(Host{UID: 0}, parent)
+	m, _ := realV1Parent(t, "sandboxd-unit-")
 	if m.Mode() != ModeV1 {
 		t.Fatalf("mode %s: %s", m.Mode(), m.Reason())
 	}
@@ -205,19 +193,7 @@ func TestRealV1(t *testing.T) {
 // takes its exec's name and then its limits, with a process inside.
 func TestRealV1Rename(t *testing.T) {
 	testutil.RequireRoot(t, "delegate a cgroup")
-	own, err := OwnV1Dirs(Host{})
-	if err != nil {
-		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies (this host is expected to have them): %v", err))
-	}
-	parent := "sandboxd-unit-rn-" + strconv.Itoa(os.Getpid())
-	for _, c := range Controllers {
-		d := filepath.Join(own[c], parent)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Remove(d) })
-	}
-	m := Detect(Host{UID: 0}, parent)
+	m, parent := realV1Parent(t, "sandboxd-unit-rn-")
 	e, err := m.Create("pool-1", Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -253,4 +229,24 @@ func TestRealV1Rename(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+}
+
+// realV1Parent makes a delegated parent named prefix+pid on this host's v1
+// hierarchies (removed at the end of the test) and returns a Manager for
+// it and its name; a host without v1 hierarchies skips, or fails under CI.
+func realV1Parent(t *testing.T, prefix string) (*Manager, string) {
+	t.Helper()
+	own, err := OwnV1Dirs(Host{})
+	if err != nil {
+		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies (this host is expected to have them): %v", err))
+	}
+	parent := prefix + strconv.Itoa(os.Getpid())
+	for _, c := range Controllers {
+		d := filepath.Join(own[c], parent)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(d) })
+	}
+	return Detect(Host{UID: 0}, parent), parent
 }
