@@ -94,7 +94,7 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-# The launch benchmark (issue 15's table: bare interpreter, bare bwrap as
+# The launch benchmark (the table in docs/PERFORMANCE.md: bare interpreter, bare bwrap as
 # root and as the service user, API one-shot cold and warm, session process
 # and kernel execs, throughput at concurrency 1/2/4, the supervisor's RSS,
 # the cold path's breakdown; about 6 minutes; SANDBOXD_BENCH_N runs per
@@ -137,9 +137,10 @@ k8s-schemas:
 	$(GO) -C deploy/tools run ./k8sschema -swagger "$$dir/api/openapi-spec/swagger.json" -out $(CURDIR)/deploy/kubernetes/schemas \
 	  -source "k8s.io/kubernetes $(K8S_SCHEMA_VERSION) (module $$sum), api/openapi-spec/swagger.json" $(K8S_SCHEMA_KINDS)
 
-# Each fuzz target for FUZZTIME (`make test` runs their seed corpora).
+# Each fuzz target for FUZZTIME (`make test` runs their seed corpora;
+# internal/layout checks that every Fuzz function of the tree is listed).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := supervisor:FuzzExecRequest nsinit/spec:FuzzDecodeSpec policy:FuzzValidateWorkspacePath profiles:FuzzParse
+FUZZ_TARGETS := supervisor:FuzzExecRequest supervisor:FuzzDeriveException nsinit/spec:FuzzDecodeSpec policy:FuzzValidateWorkspacePath profiles:FuzzParse kernel/protocol:FuzzDecode workspace:FuzzValidatePath egress:FuzzParseSNI
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

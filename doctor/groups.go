@@ -10,7 +10,7 @@ import (
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
-// The groups around the helper (issue 9 item 5, L5). Membership of the
+// The groups around the helper. Membership of the
 // helper's group is the right to run the privileged helper directly,
 // outside the supervisor's audit trail, cgroups and quota; membership of the
 // socket's group is API access (a member can newgrp into it, so the

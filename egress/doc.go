@@ -3,7 +3,7 @@
 // listener per exec (Exec) or per session kernel for the kernel's life
 // (Kernel, which attributes each connection to the exec running when it is
 // accepted), reached from inside the sandbox over a Unix socket through the
-// in-sandbox relay (nsinit/relay).
+// in-sandbox relay (nsinit/shim/sandboxd-relay.c).
 //
 // It owns the operator's allowlist, the classification of resolved
 // addresses, the TLS SNI check inside a CONNECT, per-exec limits

@@ -80,7 +80,7 @@ func (p *helperPipes) isOpen(f *os.File) bool {
 
 // closeAll closes every end still open. It runs once the helper has been
 // reaped: only then does the release pipe's write end go, so a hang-up on
-// fd 6 tells the helper that the supervisor died (issue 9 item 6).
+// fd 6 tells the helper that the supervisor died.
 func (p *helperPipes) closeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -40,7 +40,7 @@ func (q quotaCheck) enabled() bool { return q.ws != nil && q.limit > 0 }
 // A payload can make the measurement fail on purpose -- a mode-000
 // directory, more than the walk's 100,000 entries, a path longer than
 // PATH_MAX (4096) -- and would otherwise write up to RLIMIT_FSIZE per file
-// as often as it liked (issue 9 item 3).
+// as often as it liked.
 func (q quotaCheck) over() (bool, error) {
 	if !q.enabled() {
 		return false, nil

@@ -168,7 +168,7 @@ func (w *Warm) hand(ex Request, header []byte) error {
 	}
 	if cg := w.hp.cg; cg != nil {
 		if err := cg.SetLimits(cgroup.Limits{MemoryBytes: ex.Limits.MemoryBytes, Pids: ex.Limits.Pids, CPUs: ex.Limits.CPUs}); err != nil {
-			return errdefs.New(errdefs.ErrUnavailable, "set the warm sandbox's cgroup limits", "check the delegated cgroup subtree (sandboxd doctor)", err)
+			return errdefs.New(errdefs.ErrUnavailable, "set the warm sandbox's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}
 	}
 	facts := map[string]any{"launch_id": w.ID(), "runtime": ex.Runtime, "files": len(ex.Files), "file_bytes": staged,

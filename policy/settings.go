@@ -11,7 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// Live settings (issue 14, item 1): the few operator settings an admin may
+// Live settings: the few operator settings an admin may
 // change through the API without a restart. The operator's flags and
 // SANDBOXD_* variables stay the hard ceilings: an override can only tighten
 // a value under its flag, never pass it, so a compromised admin client can

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// The archive live settings (issue 14, item 1): the backend and its S3
+// The archive live settings: the backend and its S3
 // parameters. The operator's caps are two lists: the backends an admin may
 // choose (--admin-archive-backends; by default the operator's backend and
 // none) and the S3 endpoints (--s3-endpoint and --admin-s3-endpoint). An

@@ -1,6 +1,6 @@
 package supervisor
 
-// The archive store in force and its live switch (issue 14, item 1): an
+// The archive store in force and its live switch: an
 // admin's archive_backend and archive_s3_* settings open a new store for
 // the next creates and deletes, without a restart. The store is opened
 // before the change is persisted, so a backend that cannot be opened (no

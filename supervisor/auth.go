@@ -1,6 +1,6 @@
 package supervisor
 
-// Authentication of TCP callers (issue 13): a request on a TCP listener
+// Authentication of TCP callers: a request on a TCP listener
 // names its caller with "Authorization: Bearer <key>", checked against the
 // operator's keys file (package apikey). A Unix-socket request is judged by
 // its peer credentials as before and never reads the header.

@@ -5,7 +5,7 @@ import (
 	"io"
 )
 
-// Caller-share refusals (issue 14, item 6): requests refused because their
+// Caller-share refusals: requests refused because their
 // caller held its own share of a limit, while others could still be
 // served. The label is the limit, a closed set, never the caller: a
 // caller's identity in a label would let callers grow the metric without

@@ -23,7 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/policy"
 )
 
-// The warm pool (issue 15 item 1; docs/DESIGN.md "Warm pool") keeps
+// The warm pool (docs/DESIGN.md "Warm pool") keeps
 // --warm-pool sandboxes per language fully built and waiting: helper,
 // bwrap, interpreter started, empty one-shot workspace, own cgroup. An
 // ordinary one-shot exec takes one (launch.Warm.Run), which is never

@@ -24,7 +24,7 @@ type Accept struct {
 	Aggregate          bool       `json:"aggregate,omitzero" doc:"the record stands for refusals_suppressed refusals of the caller, not for one request (method and path are the last one's)"`
 	Since              *time.Time `json:"since,omitempty" doc:"on an aggregate: the start of the second whose refusals it counts"`
 
-	// TCP listeners (issue 13): a request refused before its API key
+	// TCP listeners: a request refused before its API key
 	// named a caller.
 	RemoteAddr string `json:"remote_addr,omitzero" doc:"a TCP request's remote IP address, on a refusal before its API key named a caller"`
 	Auth       string `json:"auth,omitzero" doc:"why a TCP request was not authenticated: bad_key (missing, malformed or wrong key; 401) or rate_limited (too many failures from the address; 429). The presented key is never recorded"`

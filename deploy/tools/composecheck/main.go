@@ -155,7 +155,7 @@ func checkService(s types.ServiceConfig, dir, profile string) []string {
 		fail("cap_add must be exactly [SETGID, SETUID, NET_ADMIN, SYS_ADMIN] (the helper's file capabilities), have %q", s.CapAdd)
 	}
 	// The socket's group is API access; the helper's group is the right to
-	// run the helper. They must differ (issue 9 item 5).
+	// run the helper. They must differ.
 	if sg := s.Environment["SANDBOXD_SOCKET_GROUP"]; sg != nil {
 		if _, g, _ := strings.Cut(s.User, ":"); g == *sg {
 			fail("SANDBOXD_SOCKET_GROUP %s is the supervisor's primary group", *sg)

@@ -215,7 +215,7 @@ const helperGID = 10000
 
 // checkGroups: pod-level groups reach every container of the pod, the
 // client containers included, so none of them may be the helper's group
-// (issue 9 item 5); no fsGroup at all (it also adds its gid to every
+// and no fsGroup at all (it also adds its gid to every
 // container); the image's /etc/group is not merged (Strict), so each
 // container has exactly the groups written here; the supervisor alone has
 // the helper's group, as its container-level primary group, and the socket
