@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 )
 
 // ProtocolVersions are the MCP revisions this server speaks, newest first.
@@ -31,6 +32,17 @@ const maxMessage = 64 << 20
 
 // maxInFlight bounds the tool calls running at once.
 const maxInFlight = 8
+
+// maxAnswer bounds one message this server writes. The official TypeScript
+// SDK's stdio client drops the connection when a line outgrows its 10 MiB
+// read buffer, so an answer stays below that with room to spare; a tool
+// result that would not is replaced by an error result that says so
+// (ask for fewer artifacts or a smaller file).
+const maxAnswer = 9 << 20
+
+// DefaultDrainGrace is how long Serve lets running tool calls finish after
+// its input ends (the client closed stdin) before it cancels them.
+const DefaultDrainGrace = 30 * time.Second
 
 // JSON-RPC 2.0 error codes.
 const (
@@ -54,6 +66,11 @@ type Server struct {
 	inflight map[string]context.CancelFunc // tools/call by id, for notifications/cancelled
 	slots    chan struct{}
 	wg       sync.WaitGroup
+
+	// DrainGrace is how long Serve waits for running calls once its input
+	// ends; then it cancels them. A client that closes stdin after sending
+	// a call still gets that call's answer if it keeps reading.
+	DrainGrace time.Duration
 }
 
 // New returns a server for backend; version is reported as serverInfo.version.
@@ -62,7 +79,7 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{backend: backend, name: "sandboxd", version: version, log: log,
-		inflight: map[string]context.CancelFunc{}, slots: make(chan struct{}, maxInFlight)}
+		inflight: map[string]context.CancelFunc{}, slots: make(chan struct{}, maxInFlight), DrainGrace: DefaultDrainGrace}
 }
 
 type message struct {
@@ -88,11 +105,13 @@ type rpcError struct {
 }
 
 // Serve reads messages from in and writes answers to out until in ends or
-// ctx is done; it waits for running tool calls before it returns.
+// ctx is done. When in ends, running tool calls get DrainGrace to finish
+// and answer; when ctx is done they are cancelled at once. Serve returns
+// only after every call has ended.
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	s.out = out
 	ctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); s.wg.Wait() }()
+	defer s.drain(ctx, cancel)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxMessage)
 	for sc.Scan() {
@@ -109,6 +128,25 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("mcp: read: %w", err)
 	}
 	return nil
+}
+
+// drain waits for the running calls, at most DrainGrace, then cancels what
+// is left and waits for it to end.
+func (s *Server) drain(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	timer := time.NewTimer(s.DrainGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	case <-timer.C:
+		s.log.Warn("input ended; cancelling the tool calls still running after the grace period", "grace", s.DrainGrace)
+	}
+	cancel()
+	<-done
 }
 
 func trimSpace(b []byte) []byte {
@@ -299,6 +337,9 @@ func (s *Server) write(r response) {
 	if err != nil {
 		b, _ = json.Marshal(response{JSONRPC: "2.0", ID: r.ID, Error: &rpcError{Code: codeInternal, Message: "encode answer: " + err.Error()}})
 	}
+	if len(b) > maxAnswer {
+		b = s.tooLarge(r, len(b))
+	}
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 	// json.Marshal escapes control characters, so the line has no raw
@@ -306,4 +347,21 @@ func (s *Server) write(r response) {
 	if _, err := s.out.Write(append(b, '\n')); err != nil {
 		s.log.Error("write answer", "err", err)
 	}
+}
+
+// tooLarge is the answer sent instead of one of size bytes: a tool result
+// becomes an error result the model can act on, anything else an internal
+// error (no other answer comes near the bound).
+func (s *Server) tooLarge(r response, size int) []byte {
+	msg := fmt.Sprintf("the answer would be %d bytes, more than the %d an MCP client reads in one message: ask for less "+
+		"(fewer or smaller artifacts, a smaller file, or print less)", size, maxAnswer)
+	s.log.Warn("answer too large, replaced", "bytes", size)
+	var rr response
+	if _, isTool := r.Result.(*toolResult); isTool {
+		rr = response{JSONRPC: "2.0", ID: r.ID, Result: errorResult(errors.New(msg))}
+	} else {
+		rr = response{JSONRPC: "2.0", ID: r.ID, Error: &rpcError{Code: codeInternal, Message: msg}}
+	}
+	b, _ := json.Marshal(rr)
+	return b
 }

@@ -26,9 +26,10 @@ type Backend interface {
 	GetFile(ctx context.Context, id, path string, w io.Writer) (int64, error)
 }
 
-// maxDownload bounds a file download_file returns (it travels in one
-// message, base64-encoded when binary).
-const maxDownload = 10 << 20
+// maxDownload bounds a file download_file returns. It travels in one
+// message, base64-encoded when binary (4/3 of its size), and that message
+// must stay under maxAnswer.
+const maxDownload = 6 << 20
 
 type tool struct {
 	Name        string         `json:"name"`
@@ -115,7 +116,7 @@ func toolList() []tool {
 			}),
 			run: uploadFile},
 		{Name: "download_file", Title: "Download a file",
-			Description: "Read a file from a session's /workspace (at most 10 MiB): text as text, PNG as an image, anything else as a base64 resource.",
+			Description: "Read a file from a session's /workspace (at most 6 MiB, so that the answer fits in one MCP message): text as text, PNG as an image, anything else as a base64 resource. For a larger file, have run_code split or summarise it first.",
 			InputSchema: obj([]string{"session", "path"}, map[string]any{
 				"session": sessionProp,
 				"path":    str("path relative to /workspace"),
