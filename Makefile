@@ -14,7 +14,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration race lint bench load deps clean vet check-deploy k8s-schemas fuzz
+.PHONY: all build run install test unit integration race lint bench load deps node-deps clean vet check-deploy k8s-schemas fuzz
 
 all: build
 
@@ -55,6 +55,19 @@ bin/tools/versitygw:
 	@mkdir -p bin/tools
 	GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
+# The npm packages the tests drive sandboxd with (the official MCP SDK
+# client in mcp/sdktest), from each directory's lockfile. npm ci runs again
+# only when a lockfile changed since the last install (a stamp beside it).
+NODE_TEST_DIRS := mcp/sdktest
+node-deps:
+	@command -v npm >/dev/null || { echo "node-deps: installing npm"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+	@set -e; for d in $(NODE_TEST_DIRS); do \
+	  if ! cmp -s $$d/package-lock.json $$d/node_modules/.sandboxd-lock-stamp; then \
+	    echo "node-deps: npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund --loglevel=error); \
+	    cp $$d/package-lock.json $$d/node_modules/.sandboxd-lock-stamp; \
+	  fi; \
+	done
+
 install: build
 	scripts/install.sh
 
@@ -65,13 +78,13 @@ run:
 # Integration tests run the real supervisor as a real non-root user against
 # the real helper with real file capabilities; they need root to set that up
 # and fail (never skip) under CI=true. `deps` installs only what is missing.
-test: deps tools build vet lint race check-deploy
+test: deps tools build node-deps vet lint race check-deploy
 	$(GO) test -count=1 -timeout 20m ./...
 
 unit: tools
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
-integration: tools build
+integration: tools build node-deps
 	$(GO) test -count=1 -v -timeout 20m ./integration/...
 
 # golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and

@@ -350,17 +350,23 @@ func downloadFile(ctx context.Context, b Backend, raw json.RawMessage) (*toolRes
 }
 
 // limitedBuffer fails a write past max, so a huge file cannot fill memory.
+// It holds its buffer in a field rather than embedding it: an embedded
+// bytes.Buffer would lend it ReadFrom, and io.Copy (which the client's
+// GetFile uses) would then read the whole body around Write and its bound.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf bytes.Buffer
 	max int
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if l.Len()+len(p) > l.max {
+	if l.buf.Len()+len(p) > l.max {
 		return 0, fmt.Errorf("the file is larger than %d bytes, the most download_file returns", l.max)
 	}
-	return l.Buffer.Write(p)
+	return l.buf.Write(p)
 }
+
+// Bytes returns what was written.
+func (l *limitedBuffer) Bytes() []byte { return l.buf.Bytes() }
 
 func listFiles(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, error) {
 	var a struct {
