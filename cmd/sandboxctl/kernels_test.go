@@ -37,23 +37,29 @@ func TestRunStreams(t *testing.T) {
 	}
 }
 
-// TestRunDisplays: displays are written to --artifacts-dir by type, the
-// return value is printed, and without a directory the count is noted.
+// TestRunDisplays: a text/plain display (a kernel's last expression) is
+// printed as a REPL prints it; rich displays are written to --artifacts-dir
+// by type and named on stderr; the return value is printed; without a
+// directory, what was not shown is noted.
 func TestRunDisplays(t *testing.T) {
 	png := []byte("\x89PNG\r\n\x1a\nfake")
 	l := &launcher{fn: func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
 		zero := 0
-		return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, ReturnValue: json.RawMessage(`{"ok":true}`), Displays: []api.Display{
+		return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Stdout: "out\n", ReturnValue: json.RawMessage(`{"ok":true}`), Displays: []api.Display{
 			{MIME: "image/png", DataBase64: base64.StdEncoding.EncodeToString(png)},
 			{MIME: "text/html", Data: json.RawMessage(`"<table></table>"`)},
 			{MIME: "application/json", Data: json.RawMessage(`{"a":1}`)},
+			{MIME: "text/plain", Data: json.RawMessage(`"42"`)},
 		}}, nil
 	}}
 	sock := serve(t, l, ready())
 	dir := t.TempDir()
 	r := ctl(t, sock, "", nil, "run", "--lang", "shell", "-c", "true", "--artifacts-dir", dir)
-	if r.code != 0 || r.stdout != "{\"ok\":true}\n" {
+	if r.code != 0 || r.stdout != "out\n42\n{\"ok\":true}\n" {
 		t.Fatalf("%+v", r)
+	}
+	if !strings.Contains(r.stderr, "saved to "+dir+": display-") || !strings.Contains(r.stderr, "-3.json") {
+		t.Fatalf("where the files went: %q", r.stderr)
 	}
 	for name, want := range map[string]string{
 		"display-*-1.png": string(png), "display-*-2.html": "<table></table>", "display-*-3.json": "{\"a\":1}\n",
@@ -66,7 +72,11 @@ func TestRunDisplays(t *testing.T) {
 			t.Fatalf("%s: %q %v", name, b, err)
 		}
 	}
-	if r := ctl(t, sock, "", nil, "run", "--lang", "shell", "-c", "true"); !strings.Contains(r.stderr, "3 artifact(s) and display(s) returned") {
-		t.Fatalf("note: %+v", r)
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.txt")); len(m) != 0 {
+		t.Fatalf("a text display was written as a file too: %v", m)
+	}
+	r = ctl(t, sock, "", nil, "run", "--lang", "shell", "-c", "true")
+	if r.stdout != "out\n42\n{\"ok\":true}\n" || !strings.Contains(r.stderr, "3 display(s) (image/png, text/html, application/json) not shown") {
+		t.Fatalf("without a directory: %+v", r)
 	}
 }

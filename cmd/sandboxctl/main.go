@@ -85,8 +85,9 @@ run options:
   --file WS=LOCAL     stage the local file LOCAL at WS in /workspace (repeatable)
   --artifact GLOB     collect files matching GLOB in /workspace after the run
                       (repeatable)
-  --artifacts-dir D   write collected artifacts, and displays (figures,
-                      HTML tables...) as display-ID-N.EXT, below directory D
+  --artifacts-dir D   write collected artifacts, and rich displays (figures,
+                      HTML tables...) as display-ID-N.EXT, below directory D;
+                      text results (a kernel's last expression) are printed
   --mode M            kernel (a session's default for python and javascript:
                       the session's long-lived interpreter) or process
   --entrypoint F      call function F after the code (a code node); its

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -210,9 +211,10 @@ func runFiles(files multiFlag) ([]api.ExecFile, error) {
 	return out, nil
 }
 
-// streamedOutput says which of the payload's streams were already written
-// as they arrived (a server that does not stream sends none).
-type streamedOutput struct{ stdout, stderr bool }
+// streamedOutput says which of the payload's streams, and whether its text
+// displays, were already written as they arrived (a server that does not
+// stream sends none).
+type streamedOutput struct{ stdout, stderr, displays bool }
 
 // execute runs the exec, streamed (output written as it arrives) or not.
 func execute(ctx context.Context, cl *client.Client, session string, req api.ExecRequest, stream bool, sio stdio) (*api.ExecResult, []byte, streamedOutput, error) {
@@ -226,6 +228,9 @@ func execute(ctx context.Context, cl *client.Client, session string, req api.Exe
 			case "stderr":
 				st.stderr = true
 				writePayload(sio.err, ev.Text())
+			case "display":
+				st.displays = true
+				writeTextDisplay(sio.out, ev.Display())
 			}
 		})
 		return res, raw, st, err
@@ -257,6 +262,11 @@ func report(res *api.ExecResult, raw []byte, streamed streamedOutput, asJSON boo
 		if !streamed.stderr {
 			writePayload(sio.err, res.Stderr)
 		}
+		if !streamed.displays {
+			for _, d := range res.Displays {
+				writeTextDisplay(sio.out, d)
+			}
+		}
 		if len(res.ReturnValue) > 0 {
 			writePayload(sio.out, string(res.ReturnValue)+"\n")
 		}
@@ -266,20 +276,68 @@ func report(res *api.ExecResult, raw []byte, streamed streamedOutput, asJSON boo
 	}
 	code2 := exitCodeOf(res, sio.err, !asJSON)
 	if artifactsDir != "" {
-		err := saveArtifacts(artifactsDir, res.Artifacts)
-		if derr := saveDisplays(artifactsDir, res.ID, res.Displays); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		if err != nil {
+		if err := keepFiles(artifactsDir, res, sio); err != nil {
 			fmt.Fprintf(sio.err, "sandboxctl: artifacts: %v\n", err)
 			if code2 == exitOK {
 				code2 = exitUnreachable
 			}
 		}
-	} else if n := len(res.Artifacts) + len(res.Displays); n > 0 && !asJSON {
-		fmt.Fprintf(sio.err, "sandboxctl: %d artifact(s) and display(s) returned; use --artifacts-dir DIR or --json to keep them\n", n)
+	} else if !asJSON {
+		noteUnshown(res, sio)
 	}
 	return code2
+}
+
+// writeTextDisplay prints a text/plain display (a kernel's value of the
+// last expression, or display(x) of one) as a REPL would; other types are
+// files (--artifacts-dir). The text is the payload's: escaped for a
+// terminal like its output.
+func writeTextDisplay(w io.Writer, d api.Display) {
+	if d.MIME != "text/plain" {
+		return
+	}
+	if b, err := displayBytes(d); err == nil {
+		writePayload(w, strings.TrimSuffix(string(b), "\n")+"\n")
+	}
+}
+
+// keepFiles saves artifacts and the displays that are not plain text below
+// dir, and says on stderr what went where.
+func keepFiles(dir string, res *api.ExecResult, sio stdio) error {
+	err := saveArtifacts(dir, res.Artifacts)
+	saved, derr := saveDisplays(dir, res.ID, res.Displays)
+	for _, a := range res.Artifacts {
+		saved = append(saved, a.Path)
+	}
+	if len(saved) > 0 {
+		fmt.Fprintf(sio.err, "sandboxctl: saved to %s: %s\n", dir, strings.Join(saved, ", "))
+	}
+	return errors.Join(err, derr)
+}
+
+// noteUnshown tells, without --artifacts-dir, what the terminal did not
+// show: rich displays and artifacts.
+func noteUnshown(res *api.ExecResult, sio stdio) {
+	var kinds []string
+	n := 0
+	for _, d := range res.Displays {
+		if d.MIME == "text/plain" {
+			continue
+		}
+		n++
+		if !slices.Contains(kinds, d.MIME) {
+			kinds = append(kinds, d.MIME)
+		}
+	}
+	switch {
+	case n > 0 && len(res.Artifacts) > 0:
+		fmt.Fprintf(sio.err, "sandboxctl: %d display(s) (%s) and %d artifact(s) not shown; use --artifacts-dir DIR or --json to keep them\n",
+			n, strings.Join(kinds, ", "), len(res.Artifacts))
+	case n > 0:
+		fmt.Fprintf(sio.err, "sandboxctl: %d display(s) (%s) not shown; use --artifacts-dir DIR or --json to keep them\n", n, strings.Join(kinds, ", "))
+	case len(res.Artifacts) > 0:
+		fmt.Fprintf(sio.err, "sandboxctl: %d artifact(s) not shown; use --artifacts-dir DIR or --json to keep them\n", len(res.Artifacts))
+	}
 }
 
 // exitCodeOf maps a result to sandboxctl's exit status and, when notes is
@@ -394,22 +452,30 @@ func saveArtifact(root *os.Root, a api.Artifact) error {
 
 // displayExt is the file extension a display is saved with.
 var displayExt = map[string]string{
-	"image/png": ".png", "image/svg+xml": ".svg", "text/html": ".html",
-	"text/plain": ".txt", "application/json": ".json",
+	"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "text/html": ".html",
+	"text/markdown": ".md", "text/latex": ".tex", "application/json": ".json",
+	"application/vnd.plotly.v1+json": ".plotly.json",
 }
 
-// saveDisplays writes each display below dir as display-<exec id
-// prefix>-N.<ext>, through os.Root and never over an existing file.
-func saveDisplays(dir, execID string, ds []api.Display) error {
-	if len(ds) == 0 {
-		return nil
+// saveDisplays writes each display that is not plain text (printed
+// instead) below dir as display-<exec id prefix>-N.<ext>, through os.Root
+// and never over an existing file, and returns the names it wrote.
+func saveDisplays(dir, execID string, ds []api.Display) ([]string, error) {
+	var rich []int
+	for i, d := range ds {
+		if d.MIME != "text/plain" {
+			rich = append(rich, i)
+		}
+	}
+	if len(rich) == 0 {
+		return nil, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer root.Close()
 	prefix := execID
@@ -417,28 +483,33 @@ func saveDisplays(dir, execID string, ds []api.Display) error {
 		prefix = prefix[:8]
 	}
 	var errs []error
-	for i, d := range ds {
+	var names []string
+	for _, i := range rich {
+		d := ds[i]
 		ext, ok := displayExt[d.MIME]
 		if !ok {
 			errs = append(errs, fmt.Errorf("display %d: unknown type %q; not written", i+1, d.MIME))
 			continue
 		}
+		name := fmt.Sprintf("display-%s-%d%s", prefix, i+1, ext)
 		data, err := displayBytes(d)
 		if err == nil {
-			err = writeNew(root, fmt.Sprintf("display-%s-%d%s", prefix, i+1, ext), data)
+			err = writeNew(root, name, data)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("display %d: %w", i+1, err))
+			continue
 		}
+		names = append(names, name)
 	}
-	return errors.Join(errs...)
+	return names, errors.Join(errs...)
 }
 
 func displayBytes(d api.Display) ([]byte, error) {
 	switch {
 	case d.DataBase64 != "":
 		return base64.StdEncoding.DecodeString(d.DataBase64)
-	case d.MIME == "application/json":
+	case d.MIME == "application/json" || d.MIME == "application/vnd.plotly.v1+json":
 		return append(append([]byte{}, d.Data...), '\n'), nil
 	}
 	var s string
