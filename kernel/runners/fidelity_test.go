@@ -3,6 +3,7 @@ package runners
 import (
 	"encoding/base64"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -149,5 +150,78 @@ func TestPythonHeadlessShow(t *testing.T) {
 	r = k.exec("import pandas as pd\npd.DataFrame({'t': [3, 19]}).style.highlight_max()").mustOK(t)
 	if !strings.HasPrefix(r.mimes(), "text/html") || !strings.Contains(r.displays[0].Text(), "<table") {
 		t.Fatalf("Styler: displays %s", r.mimes())
+	}
+}
+
+// JavaScript displays of the types beside PNG, HTML and JSON; a binary
+// display whose bytes are not of its type is a TypeError in the caller's
+// code, not a frame the decoder would refuse.
+func TestJavaScriptDisplayTypes(t *testing.T) {
+	k := startKernel(t, "javascript")
+	r := k.exec(`display('image/jpeg', Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 16]));
+display('text/markdown', '# T');
+display('text/latex', '$x$');
+display('application/vnd.plotly.v1+json', {data: [{type: 'bar', y: [1]}], layout: {}});
+undefined`).mustOK(t)
+	if r.mimes() != "image/jpeg,text/markdown,text/latex,application/vnd.plotly.v1+json" || r.displays[1].Text() != "# T" ||
+		string(r.displays[3].Data) != `{"data":[{"type":"bar","y":[1]}],"layout":{}}` {
+		t.Fatalf("displays %s: %+v", r.mimes(), r.displays)
+	}
+	r = k.exec("display('image/jpeg', Buffer.from('not a jpeg'))")
+	if r.result.Exception == nil || r.result.Exception.Type != "TypeError" {
+		t.Fatalf("a non-JPEG as image/jpeg: %+v", r.result.Exception)
+	}
+	k.exec("1").mustOK(t)
+}
+
+// Static ESM imports in a cell become dynamic imports bound at top level:
+// the bindings work in the cell and in later ones, a cell with imports can
+// run again, and lines after a multi-line import keep their numbers.
+func TestJavaScriptStaticImports(t *testing.T) {
+	k := startKernel(t, "javascript")
+	cell := `import { readFileSync } from 'fs'
+import fs from 'node:fs';
+import * as p from 'path'
+import os, { EOL as eol } from "os"
+import 'node:util'
+console.log(typeof readFileSync, typeof fs.statSync, p.join('a', 'b'), typeof os.cpus, JSON.stringify(eol))`
+	for i := 0; i < 2; i++ {
+		if r := k.exec(cell).mustOK(t); r.stdout != "function function a/b function \"\\n\"\n" {
+			t.Fatalf("run %d: stdout %q stderr %q", i+1, r.stdout, r.stderr)
+		}
+	}
+	if r := k.exec("console.log(p.sep, typeof readFileSync)").mustOK(t); r.stdout != "/ function\n" {
+		t.Fatalf("bindings in the next cell: %q", r.stdout)
+	}
+	r := k.exec("import {\n  join,\n  basename as base\n} from 'path'\n\nthrow new Error('line 6 ' + join('x', base('/y')))")
+	e := r.result.Exception
+	if e == nil || e.Message != "line 6 x/y" || !regexp.MustCompile(`exec-\d+:6:`).MatchString(e.Traceback) {
+		t.Fatalf("exception %+v", e)
+	}
+}
+
+// Runner-level semantics other interpreters' users rely on: bytes that are
+// not UTF-8 arrive as U+FFFD without failing the exec, and a traceback
+// names the user's own line numbers (no wrapper offset).
+func TestRunnerSemantics(t *testing.T) {
+	for _, c := range []struct {
+		lang, badUTF8, raise string
+		line               *regexp.Regexp
+	}{
+		{"python", `import os, sys
+sys.stdout.buffer.write(b"a\xffb\n"); sys.stdout.flush()
+os.write(2, b"\xc3(\n")`, "x = 1\n\ny = 2\nraise ValueError('on line 4')\n", regexp.MustCompile(`File "<exec-\d+>", line 4, in <module>`)},
+		{"javascript", `process.stdout.write(Buffer.from([0x61, 0xff, 0x62, 0x0a]));
+require('fs').writeSync(2, Buffer.from([0xc3, 0x28, 0x0a]))`, "let x = 1\n\nlet y = 2\nthrow new Error('on line 4')\n", regexp.MustCompile(`at exec-\d+:4:`)},
+	} {
+		k := startKernel(t, c.lang)
+		r := k.exec(c.badUTF8).mustOK(t)
+		if r.stdout != "a\uFFFDb\n" || r.stderr != "\uFFFD(\n" {
+			t.Errorf("%s: stdout %q stderr %q", c.lang, r.stdout, r.stderr)
+		}
+		r = k.exec(c.raise)
+		if e := r.result.Exception; e == nil || !strings.Contains(e.Message, "on line 4") || !c.line.MatchString(e.Traceback) {
+			t.Errorf("%s: exception %+v", c.lang, e)
+		}
 	}
 }
