@@ -39,7 +39,10 @@ func TestDecodeValid(t *testing.T) {
 		{"display latex", `{"type":"display","id":"e1","mime":"text/latex","data":"$x^2$"}`,
 			func(f Frame) bool { d, ok := f.(*Display); return ok && d.Text() == "$x^2$" }},
 		{"display plotly", `{"type":"display","id":"e1","mime":"application/vnd.plotly.v1+json","data":{"data":[],"layout":{}}}`,
-			func(f Frame) bool { d, ok := f.(*Display); return ok && d.Text() == "" && string(d.Data) == `{"data":[],"layout":{}}` }},
+			func(f Frame) bool {
+				d, ok := f.(*Display)
+				return ok && d.Text() == "" && string(d.Data) == `{"data":[],"layout":{}}`
+			}},
 		{"result", `{"type":"result","id":"e1","exit_code":3,"execution_count":2}`,
 			func(f Frame) bool { r, ok := f.(*Result); return ok && r.ExitCode == 3 && r.ReturnValue == nil }},
 		{"result null return", `{"type":"result","id":"e1","exit_code":0,"execution_count":1,"return_value":null}`,

@@ -206,7 +206,7 @@ console.log(typeof readFileSync, typeof fs.statSync, p.join('a', 'b'), typeof os
 func TestRunnerSemantics(t *testing.T) {
 	for _, c := range []struct {
 		lang, badUTF8, raise string
-		line               *regexp.Regexp
+		line                 *regexp.Regexp
 	}{
 		{"python", `import os, sys
 sys.stdout.buffer.write(b"a\xffb\n"); sys.stdout.flush()
