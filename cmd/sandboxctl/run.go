@@ -394,8 +394,9 @@ func saveArtifact(root *os.Root, a api.Artifact) error {
 
 // displayExt is the file extension a display is saved with.
 var displayExt = map[string]string{
-	"image/png": ".png", "image/svg+xml": ".svg", "text/html": ".html",
-	"text/plain": ".txt", "application/json": ".json",
+	api.DisplayPNG: ".png", api.DisplayJPEG: ".jpg", api.DisplaySVG: ".svg", api.DisplayHTML: ".html",
+	api.DisplayMarkdown: ".md", api.DisplayLatex: ".tex", api.DisplayText: ".txt", api.DisplayJSON: ".json",
+	api.DisplayPlotly: ".plotly.json",
 }
 
 // saveDisplays writes each display below dir as display-<exec id
@@ -438,7 +439,7 @@ func displayBytes(d api.Display) ([]byte, error) {
 	switch {
 	case d.DataBase64 != "":
 		return base64.StdEncoding.DecodeString(d.DataBase64)
-	case d.MIME == "application/json":
+	case d.MIME == api.DisplayJSON || d.MIME == api.DisplayPlotly:
 		return append(append([]byte{}, d.Data...), '\n'), nil
 	}
 	var s string

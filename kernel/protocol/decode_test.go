@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -210,4 +212,21 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDisplayTypesMatchAPI: the decoder accepts exactly the display types
+// the API documents (a type the API lists but the decoder refuses would
+// kill every kernel that sends it; one the decoder passes but the API does
+// not list would reach callers undocumented).
+func TestDisplayTypesMatchAPI(t *testing.T) {
+	want := api.DisplayMIMEs()
+	var got []string
+	for mime := range displayForms {
+		got = append(got, mime)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("decoder display types %v, api %v", got, want)
+	}
 }
