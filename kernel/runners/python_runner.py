@@ -752,139 +752,168 @@ class IPythonShim:
         module.__doc__ = "sandboxd's stand-in for IPython's display API (IPython is not installed)."
 
 
+# -- the IPython display shim ---------------------------------------------
+# IPython.display's classes, for code written for Jupyter where IPython is
+# not installed (IPythonShim serves them). Each shows as its MIME type
+# through the rich-repr protocol; their repr is IPython's placeholder.
+class DisplayObject:
+    _sandboxd_placeholder_repr = True  # its repr is never a representation
+
+    def __init__(self, data=None, url=None, filename=None, metadata=None, **_ignored):
+        if isinstance(data, os.PathLike):
+            data = os.fspath(data)
+        if isinstance(data, str) and url is None and filename is None:
+            if data.startswith(("http://", "https://")):
+                url, data = data, None
+            elif "\n" not in data and len(data) < 4096 and os.path.isfile(data):
+                filename, data = data, None
+        self.data, self.url, self.filename, self.metadata = data, url, filename, metadata
+        if filename is not None:
+            with open(filename, "rb") as f:
+                self.data = self._from_file(f.read())
+
+    def _from_file(self, raw):
+        return raw.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "<IPython.core.display.%s object>" % type(self).__name__
+
+
+class TextDisplayObject(DisplayObject):
+    def _text(self):
+        return self.data.decode("utf-8", "replace") if isinstance(self.data, bytes) else self.data
+
+
+class HTML(TextDisplayObject):
+    def _repr_html_(self):
+        return self._text()
+
+
+class Markdown(TextDisplayObject):
+    def _repr_markdown_(self):
+        return self._text()
+
+
+class Latex(TextDisplayObject):
+    def _repr_latex_(self):
+        return self._text()
+
+
+class Math(TextDisplayObject):
+    def _repr_latex_(self):
+        text = (self._text() or "").strip("$")
+        return "$\\displaystyle %s$" % text
+
+
+class SVG(TextDisplayObject):
+    def _repr_svg_(self):
+        return self._text()
+
+
+class Javascript(TextDisplayObject):
+    pass  # not a display type of the channel: only its placeholder text
+
+
+class Pretty(TextDisplayObject):
+    _sandboxd_placeholder_repr = False
+
+    def __repr__(self):
+        return str(self._text())
+
+
+class Code(TextDisplayObject):
+    _sandboxd_placeholder_repr = False
+
+    def __repr__(self):
+        return str(self._text())
+
+
+class JSON(DisplayObject):
+    def __init__(self, data=None, url=None, filename=None, expanded=False, metadata=None, root="root", **kw):
+        super().__init__(data, url, filename, metadata)
+        if isinstance(self.data, (str, bytes)):
+            self.data = json.loads(self.data)
+
+    def _from_file(self, raw):
+        return raw
+
+    def _repr_json_(self):
+        return self.data
+
+
+class Image(DisplayObject):
+    def __init__(self, data=None, url=None, filename=None, format=None, embed=None, width=None,
+                 height=None, retina=False, unconfined=False, metadata=None, alt=None):
+        super().__init__(data, url, filename, metadata)
+        if format is None and self.filename is not None:
+            format = os.path.splitext(self.filename)[1].lstrip(".")
+        if format is None and isinstance(self.data, bytes):
+            format = next((m.split("/")[1] for m, sig in BINARY_MIMES.items() if self.data.startswith(sig)), None)
+        self.format = {"jpg": "jpeg"}.get((format or "png").lower(), (format or "png").lower())
+        self.embed = embed if embed is not None else self.url is None
+        self.width, self.height, self.alt = width, height, alt
+
+    def _from_file(self, raw):
+        return raw
+
+    def _image(self, fmt):
+        return self.data if self.embed and self.format == fmt else None
+
+    def _repr_png_(self):
+        return self._image("png")
+
+    def _repr_jpeg_(self):
+        return self._image("jpeg")
+
+    def _repr_html_(self):
+        if self.embed or self.url is None:
+            return None
+        import html
+
+        return '<img src="%s"/>' % html.escape(self.url)
+
+
+class IFrame:
+    def __init__(self, src, width, height, extras=None, **kwargs):
+        self.src, self.width, self.height = src, width, height
+
+    def _repr_html_(self):
+        import html
+
+        return '<iframe width="%s" height="%s" src="%s" frameborder="0" allowfullscreen></iframe>' % (
+            html.escape(str(self.width)), html.escape(str(self.height)), html.escape(self.src))
+
+
+SHIM_CLASSES = (DisplayObject, TextDisplayObject, HTML, Markdown, Latex, Math, SVG, Javascript, Pretty, Code,
+                JSON, Image, IFrame)
+for _cls in SHIM_CLASSES:
+    _cls.__module__ = "IPython.core.display"
+del _cls
+
+
+class DisplayHandle:
+    """What display(..., display_id=...) returns: update() displays the
+    object again (an exec's displays are a list, never updated in place)."""
+
+    def __init__(self, display_fn, display_id=None):
+        self._display = display_fn
+        self.display_id = display_id or os.urandom(16).hex()
+
+    def display(self, obj, **kwargs):
+        self._display(obj, **kwargs)
+
+    def update(self, obj, **kwargs):
+        self._display(obj, **kwargs)
+
+
 def ipython_display_api(display_fn):
-    """The names IPython.display exports that code outside a notebook uses,
-    mapped to the kernel's display."""
-
-    class DisplayObject:
-        _sandboxd_placeholder_repr = True  # its repr is never a representation
-
-        def __init__(self, data=None, url=None, filename=None, metadata=None, **_ignored):
-            if isinstance(data, os.PathLike):
-                data = os.fspath(data)
-            if isinstance(data, str) and url is None and filename is None:
-                if data.startswith(("http://", "https://")):
-                    url, data = data, None
-                elif "\n" not in data and len(data) < 4096 and os.path.isfile(data):
-                    filename, data = data, None
-            self.data, self.url, self.filename, self.metadata = data, url, filename, metadata
-            if filename is not None:
-                with open(filename, "rb") as f:
-                    self.data = self._from_file(f.read())
-
-        def _from_file(self, raw):
-            return raw.decode("utf-8", "replace")
-
-        def __repr__(self):
-            return "<IPython.core.display.%s object>" % type(self).__name__
-
-    class TextDisplayObject(DisplayObject):
-        def _text(self):
-            return self.data.decode("utf-8", "replace") if isinstance(self.data, bytes) else self.data
-
-    class HTML(TextDisplayObject):
-        def _repr_html_(self):
-            return self._text()
-
-    class Markdown(TextDisplayObject):
-        def _repr_markdown_(self):
-            return self._text()
-
-    class Latex(TextDisplayObject):
-        def _repr_latex_(self):
-            return self._text()
-
-    class Math(TextDisplayObject):
-        def _repr_latex_(self):
-            text = (self._text() or "").strip("$")
-            return "$\\displaystyle %s$" % text
-
-    class SVG(TextDisplayObject):
-        def _repr_svg_(self):
-            return self._text()
-
-    class Javascript(TextDisplayObject):
-        pass  # not a display type of the channel: only its placeholder text
-
-    class Pretty(TextDisplayObject):
-        _sandboxd_placeholder_repr = False
-
-        def __repr__(self):
-            return str(self._text())
-
-    class Code(TextDisplayObject):
-        _sandboxd_placeholder_repr = False
-
-        def __repr__(self):
-            return str(self._text())
-
-    class JSON(DisplayObject):
-        def __init__(self, data=None, url=None, filename=None, expanded=False, metadata=None, root="root", **kw):
-            super().__init__(data, url, filename, metadata)
-            if isinstance(self.data, (str, bytes)):
-                self.data = json.loads(self.data)
-
-        def _from_file(self, raw):
-            return raw
-
-        def _repr_json_(self):
-            return self.data
-
-    class Image(DisplayObject):
-        def __init__(self, data=None, url=None, filename=None, format=None, embed=None, width=None,
-                     height=None, retina=False, unconfined=False, metadata=None, alt=None):
-            super().__init__(data, url, filename, metadata)
-            if format is None and self.filename is not None:
-                format = os.path.splitext(self.filename)[1].lstrip(".")
-            if format is None and isinstance(self.data, bytes):
-                format = next((m.split("/")[1] for m, sig in BINARY_MIMES.items() if self.data.startswith(sig)), None)
-            self.format = {"jpg": "jpeg"}.get((format or "png").lower(), (format or "png").lower())
-            self.embed = embed if embed is not None else self.url is None
-            self.width, self.height, self.alt = width, height, alt
-
-        def _from_file(self, raw):
-            return raw
-
-        def _image(self, fmt):
-            return self.data if self.embed and self.format == fmt else None
-
-        def _repr_png_(self):
-            return self._image("png")
-
-        def _repr_jpeg_(self):
-            return self._image("jpeg")
-
-        def _repr_html_(self):
-            if self.embed or self.url is None:
-                return None
-            import html
-
-            return '<img src="%s"/>' % html.escape(self.url)
-
-    class IFrame:
-        def __init__(self, src, width, height, extras=None, **kwargs):
-            self.src, self.width, self.height = src, width, height
-
-        def _repr_html_(self):
-            import html
-
-            return '<iframe width="%s" height="%s" src="%s" frameborder="0" allowfullscreen></iframe>' % (
-                html.escape(str(self.width)), html.escape(str(self.height)), html.escape(self.src))
-
-    class DisplayHandle:
-        def __init__(self, display_id=None):
-            self.display_id = display_id or os.urandom(16).hex()
-
-        def display(self, obj, **kwargs):
-            display_fn(obj, **kwargs)
-
-        def update(self, obj, **kwargs):
-            display_fn(obj, **kwargs)
+    """The names IPython.display exports that code outside a notebook uses:
+    the shim's classes, and its functions mapped to the kernel's display."""
 
     def display(*objs, display_id=None, **kwargs):
         display_fn(*objs, **kwargs)
         if display_id is not None:
-            return DisplayHandle(None if display_id is True else display_id)
+            return DisplayHandle(display_fn, None if display_id is True else display_id)
         return None
 
     def update_display(obj, *, display_id=None, **kwargs):
@@ -900,17 +929,16 @@ def ipython_display_api(display_fn):
         def show(*objs, raw=False, **kwargs):
             for obj in objs:
                 display_fn({mime: obj} if raw else obj, raw=raw)
+
         show.__name__ = "display_" + mime.split("/")[1].split("+")[0]
         return show
 
-    api = {name: value for name, value in locals().items() if not name.startswith("_") and name != "display_fn"}
-    for cls in api.values():
-        if isinstance(cls, type):
-            cls.__module__ = "IPython.core.display"
+    api = {cls.__name__: cls for cls in SHIM_CLASSES}
+    api.update(display=display, update_display=update_display, clear_output=clear_output,
+               get_ipython=get_ipython, DisplayHandle=DisplayHandle)
     for mime in ("text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml", "application/json"):
         show = display_as(mime)
         api[show.__name__] = show
-    del api["display_as"]
     return api
 
 
