@@ -90,6 +90,14 @@ Markdown('last *expression*')
 			t.Fatalf("%s: image/jpeg is not a JPEG: % x", mode, raw[:min(8, len(raw))])
 		}
 	}
+	// Libraries that look for IPython once the shim is imported (pyplot's
+	// REPL hook, pandas' frontend check) take their plain path.
+	k := startKernel(t, "python")
+	k.exec("from IPython.display import display\nimport pandas as pd\nimport matplotlib.pyplot as plt").mustOK(t)
+	r := k.exec("plt.plot([1, 2])\nplt.show()\ndisplay(pd.DataFrame({'a': [1]}))").mustOK(t)
+	if r.mimes() != "text/html,text/plain,image/png" {
+		t.Fatalf("pyplot and pandas beside the shim: displays %s, stderr %q", r.mimes(), r.stderr)
+	}
 }
 
 // The rich-repr protocol, on the last expression and in display():
