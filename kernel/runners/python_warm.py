@@ -100,7 +100,7 @@ def _sandboxd_take():
     thread_hook.sandboxd_uncaught = uncaught
     status, exit_, finalize = [0], _sandboxd_exit, _sandboxd_finalize
     exiting = _sandboxd_exiting
-    thread_hook.sandboxd_exiting = lambda e, _: exiting(e, status)
+    thread_hook.sandboxd_exiting = lambda e, _: exiting(e, status, uncaught)
     thread_hook.sandboxd_exit = lambda: exit_(status[0], finalize, use_source)
     g = sys.modules["__main__"].__dict__
     keep = g.pop("_sandboxd_globals")
@@ -109,24 +109,43 @@ def _sandboxd_take():
     return src, filename, "exec"
 
 
-def _sandboxd_exiting(exc, status):
-    """True when exc ends the process with a plain status, as SystemExit
-    with no code or a code of 0-255 does: the status is kept in status[0]
-    and the exception dropped with its traceback (the interpreter frees
-    them, and the frames' locals, before it finalizes). Anything else (an
-    uncaught exception, KeyboardInterrupt's SIGINT, a message) is left to
-    the interpreter."""
-    code = getattr(exc, "code", None)
-    if not isinstance(exc, SystemExit) or not (code is None or (isinstance(code, int) and 0 <= code <= 255)):
+def _sandboxd_exiting(exc, status, uncaught):
+    """True when the stub ends the process itself after exc, with the
+    status kept in status[0]: a SystemExit with no code or a code of 0-255
+    (dropped with its traceback: the interpreter frees them, and the
+    frames' locals, before it finalizes), or an uncaught exception, printed
+    here as the interpreter prints it (sys.last_* set, the default
+    sys.excepthook given the traceback from the bootstrap's frame on),
+    status 1. False leaves exc to the interpreter: KeyboardInterrupt (it
+    ends by SIGINT), a SystemExit with another code, or a sys.excepthook of
+    the code's own."""
+    import sys
+    import types
+
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if not (code is None or (isinstance(code, int) and 0 <= code <= 255)):
+            return False
+        status[0] = int(code or 0)
+        todo = [exc]
+        while todo:
+            e = todo.pop()
+            if e is not None:
+                e.__traceback__ = None
+                todo += [e.__cause__, e.__context__]
+                e.__cause__ = e.__context__ = None
+        return True
+    if isinstance(exc, KeyboardInterrupt) or sys.excepthook is not sys.__excepthook__:
         return False
-    status[0] = int(code or 0)
-    todo = [exc]
-    while todo:
-        e = todo.pop()
-        if e is not None:
-            e.__traceback__ = None
-            todo += [e.__cause__, e.__context__]
-            e.__cause__ = e.__context__ = None
+    uncaught(exc)
+    boot = sys._getframe()
+    while boot.f_back is not None:
+        boot = boot.f_back  # the bootstrap's "<string>" frame, outermost
+    tb = types.TracebackType(exc.__traceback__, boot, boot.f_lasti, boot.f_lineno)
+    exc.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    sys.excepthook(type(exc), exc, tb)
+    status[0] = 1
     return True
 
 

@@ -70,6 +70,8 @@ func TestWarmStubIsAColdLaunch(t *testing.T) {
 		{"python", "sys.exit frees the frames first", "import sys, atexit\nclass R:\n    def __del__(self): print('del local')\natexit.register(lambda: print('atexit'))\ndef main():\n    r = R()\n    sys.exit(3)\nmain()\n", ""},
 		{"python", "garbage cycle with __del__", "import gc\nclass C:\n    def __del__(self): print('cycle collected')\nx = C(); x.self = x\ndel x\ngc.disable()\nprint('end')\n", ""},
 		{"python", "daemon thread alive at exit", "import threading, time\ndef spin():\n    while True: time.sleep(0.01)\nthreading.Thread(target=spin, daemon=True).start()\nclass C:\n    def __del__(self): print('del with a daemon thread alive')\nc = C()\nprint('end')\n", ""},
+		{"python", "uncaught with hooks and __del__", "import atexit\natexit.register(lambda: print('atexit after the traceback'))\nclass D:\n    def __del__(self): print('del D')\nd = D()\nf = open('out.txt', 'w'); f.write('written before the error')\ndef g():\n    try:\n        1/0\n    except ZeroDivisionError as e:\n        raise ValueError('chained') from e\ng()\n", ""},
+		{"python", "own excepthook", "import sys\ndef hook(t, v, tb):\n    print('hook', t.__name__, v)\nsys.excepthook = hook\nraise ValueError('x')\n", ""},
 		{"python", "exit with a message", "import atexit, sys\natexit.register(lambda: print('atexit'))\nsys.exit('a message')\n", ""},
 		{"python", "exit 256", "import sys\nsys.exit(256)\n", ""},
 		{"javascript", "exit hooks", "let n = 0\nprocess.on('beforeExit', (code) => { console.log('beforeExit', code, n); if (n++ < 2) setTimeout(() => console.log('more work', n), 20) })\nprocess.on('exit', (code) => { console.log('exit', code); process.exitCode = 4 })\nconsole.log('body')\n", ""},
