@@ -29,6 +29,27 @@ const (
 	ModeProcess = "process" // a fresh interpreter (one-shot default; the only one-shot mode)
 )
 
+// The MIME types of Display.MIME: binary ones travel as DataBase64, the
+// text ones as a JSON string in Data, the JSON ones as an object in Data.
+const (
+	DisplayPNG      = "image/png"
+	DisplayJPEG     = "image/jpeg"
+	DisplaySVG      = "image/svg+xml"
+	DisplayHTML     = "text/html"
+	DisplayMarkdown = "text/markdown"
+	DisplayLatex    = "text/latex"
+	DisplayText     = "text/plain"
+	DisplayJSON     = "application/json"
+	DisplayPlotly   = "application/vnd.plotly.v1+json" // a plotly figure
+)
+
+// DisplayMIMEs lists every display MIME type, in the order of the OpenAPI
+// file's enum.
+func DisplayMIMEs() []string {
+	return []string{DisplayPNG, DisplayJPEG, DisplaySVG, DisplayHTML, DisplayMarkdown, DisplayLatex,
+		DisplayText, DisplayJSON, DisplayPlotly}
+}
+
 // NDJSONType is the Accept value that asks for a streamed exec.
 const NDJSONType = "application/x-ndjson"
 
@@ -108,8 +129,10 @@ type KernelInfo struct {
 	Restarted bool `json:"restarted"`
 }
 
-// Display is one rich output: Data (a string, or an object for
-// application/json) or DataBase64 (image/png).
+// Display is one rich output: Data (a string for text/plain, text/html,
+// text/markdown, text/latex and image/svg+xml; an object for
+// application/json and application/vnd.plotly.v1+json) or DataBase64
+// (image/png, image/jpeg). MIME is one of the Display* constants.
 type Display struct {
 	MIME       string          `json:"mime"`
 	Data       json.RawMessage `json:"data,omitempty"`

@@ -706,6 +706,17 @@ func TestErrorCodeEnum(t *testing.T) {
 	}
 }
 
+// TestDisplayMIMEEnum: the OpenAPI file's display types are api's.
+func TestDisplayMIMEEnum(t *testing.T) {
+	var got []string
+	for _, v := range get(t, loadOpenAPI(t), "components", "schemas", "Display", "properties", "mime", "enum").([]any) {
+		got = append(got, v.(string))
+	}
+	if !slices.Equal(got, DisplayMIMEs()) {
+		t.Fatalf("openapi Display.mime enum %v, api.DisplayMIMEs() %v", got, DisplayMIMEs())
+	}
+}
+
 // tableRow is `| `code` | status | ...` in API.md's error table.
 var tableRow = regexp.MustCompile("^\\| `([a-z_]+)` \\| (\\*\\*)?([0-9]{3})(\\*\\*)? \\|")
 

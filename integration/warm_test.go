@@ -70,6 +70,16 @@ print(json.dumps({
 	{"python staged file", map[string]any{"language": "python", "code": "print(open('data/in.txt').read())",
 		"files": []map[string]any{{"path": "data/in.txt", "content_base64": "c3RhZ2VkIQ=="}}}},
 	{"python artifact", map[string]any{"language": "python", "code": "open('out.txt','w').write('art')", "artifacts": []string{"*.txt"}}},
+	// The exit: a warm sandbox ends without the interpreter's teardown and
+	// must still show what a cold exit does.
+	{"python atexit", py("import atexit, sys\ndef bye(who, n=1):\n    print('atexit', who, n)\n    sys.stdout.write('no newline at the end')\natexit.register(bye, 'x', n=2)\natexit.register(lambda: print('registered last, runs first'))\nprint('body')\n")},
+	{"python unflushed writes", map[string]any{"language": "python", "artifacts": []string{"*.txt"}, "code": "import sys\nf = open('plain.txt', 'w'); f.write('buffered, never closed')\nb = open('bin.txt', 'wb', buffering=1 << 16); b.write(b'raw buffered')\nsys.stdout.write('partial line')\nsys.stderr.write('err partial')\n"}},
+	{"python non-daemon thread finishing late", py("import threading, time, atexit\ndef late():\n    time.sleep(0.3)\n    print('late thread done')\nthreading.Thread(target=late).start()\natexit.register(lambda: print('atexit after the thread'))\nprint('main done')\n")},
+	{"python __del__ at exit", py("import sys\nclass D:\n    def __init__(self, n): self.n = n\n    def __del__(self): print('del', self.n, sys.stdout is sys.__stdout__)\na = D('a')\nb = D('b')\ndef gen():\n    try:\n        yield 1\n    finally:\n        print('generator finally')\ng = gen(); next(g)\nprint('end')\n")},
+	{"python sys.exit runs the hooks", py("import sys, atexit\nclass R:\n    def __del__(self): print('del local')\natexit.register(lambda: print('atexit', flush=True))\ndef main():\n    r = R()\n    sys.exit(3)\nmain()\n")},
+	{"python uncaught with hooks and __del__", map[string]any{"language": "python", "artifacts": []string{"*.txt"}, "code": "import atexit\natexit.register(lambda: print('atexit after the traceback'))\nclass D:\n    def __del__(self): print('del D')\nd = D()\nf = open('out.txt', 'w'); f.write('written before the error')\ndef g():\n    try:\n        1/0\n    except ZeroDivisionError as e:\n        raise ValueError('chained') from e\ng()\n"}},
+	{"javascript exit hooks", map[string]any{"language": "javascript", "code": "let n = 0\nprocess.on('beforeExit', (code) => { console.log('beforeExit', code, n); if (n++ < 2) setTimeout(() => console.log('more work', n), 20) })\nprocess.on('exit', (code) => { console.log('exit', code); process.exitCode = 4 })\nconsole.log('body')\n"}},
+	{"javascript file written at exit", map[string]any{"language": "javascript", "artifacts": []string{"*.txt"}, "code": "process.on('exit', (c) => { console.log('exit', c); require('fs').writeFileSync('f.txt', 'written at exit') })\nrequire('fs').createWriteStream('s.txt').write('stream data')\nprocess.exitCode = 2\n"}},
 	{"javascript identity", map[string]any{"language": "javascript", "code": `
 console.log(JSON.stringify({argv: process.argv, env: process.env, main: require.main === module,
   file: __filename, dir: __dirname, id: module.id, cwd: process.cwd(), exports: Object.keys(module.exports)}))`}},

@@ -188,3 +188,20 @@ func TestFraming(t *testing.T) {
 		}
 	}
 }
+
+// TestDisplayContentImages: PNG and JPEG displays are MCP image content of
+// their own type; the other types are text.
+func TestDisplayContentImages(t *testing.T) {
+	for _, c := range []struct {
+		d    api.Display
+		want content
+	}{
+		{api.Display{MIME: api.DisplayPNG, DataBase64: "iVBO"}, content{Type: "image", Data: "iVBO", MimeType: "image/png"}},
+		{api.Display{MIME: api.DisplayJPEG, DataBase64: "/9j/"}, content{Type: "image", Data: "/9j/", MimeType: "image/jpeg"}},
+		{api.Display{MIME: api.DisplayMarkdown, Data: json.RawMessage(`"# md"`)}, content{Type: "text", Text: "display (text/markdown):\n# md"}},
+	} {
+		if got := displayContent(c.d); got.Type != c.want.Type || got.Data != c.want.Data || got.MimeType != c.want.MimeType || got.Text != c.want.Text {
+			t.Errorf("%s: %+v", c.d.MIME, got)
+		}
+	}
+}

@@ -246,11 +246,11 @@ func execResult(r *api.ExecResult) *toolResult {
 	return out
 }
 
-// displayContent is a rich output as MCP content: a PNG as an image, any
+// displayContent is a rich output as MCP content: a PNG or JPEG as an image, any
 // other type as text (a JSON string's value, or the JSON itself).
 func displayContent(d api.Display) content {
-	if d.MIME == "image/png" && d.DataBase64 != "" {
-		return content{Type: "image", Data: d.DataBase64, MimeType: "image/png"}
+	if (d.MIME == api.DisplayPNG || d.MIME == api.DisplayJPEG) && d.DataBase64 != "" {
+		return content{Type: "image", Data: d.DataBase64, MimeType: d.MIME}
 	}
 	text := ""
 	var str string

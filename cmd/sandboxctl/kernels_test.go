@@ -80,3 +80,44 @@ func TestRunDisplays(t *testing.T) {
 		t.Fatalf("without a directory: %+v", r)
 	}
 }
+
+// TestSaveDisplaysEveryType: every display type the API has but plain text
+// (printed instead) is written with its extension and its bytes (a type
+// missing from displayExt was reported as unknown and not written).
+func TestSaveDisplaysEveryType(t *testing.T) {
+	dir := t.TempDir()
+	var ds []api.Display
+	want := map[string]string{}
+	for i, mime := range api.DisplayMIMEs() {
+		d := api.Display{MIME: mime}
+		var content string
+		switch mime {
+		case api.DisplayPNG, api.DisplayJPEG:
+			content = "bytes of " + mime
+			d.DataBase64 = base64.StdEncoding.EncodeToString([]byte(content))
+		case api.DisplayJSON, api.DisplayPlotly:
+			d.Data = json.RawMessage(`{"k":1}`)
+			content = "{\"k\":1}\n"
+		default:
+			content = "text of " + mime
+			d.Data, _ = json.Marshal(content)
+		}
+		ds = append(ds, d)
+		if mime != api.DisplayText { // printed, never a file
+			want["display-e1-"+string(rune('1'+i))+displayExt[mime]] = content
+		}
+	}
+	names, err := saveDisplays(dir, "e1", ds)
+	if err != nil || len(names) != len(want) {
+		t.Fatalf("saved %v, %v; want %d files", names, err, len(want))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range want {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(b) != content {
+			t.Errorf("%s: %q, %v; want %q", name, b, err, content)
+		}
+	}
+}

@@ -293,7 +293,7 @@ func report(res *api.ExecResult, raw []byte, streamed streamedOutput, asJSON boo
 // files (--artifacts-dir). The text is the payload's: escaped for a
 // terminal like its output.
 func writeTextDisplay(w io.Writer, d api.Display) {
-	if d.MIME != "text/plain" {
+	if d.MIME != api.DisplayText {
 		return
 	}
 	if b, err := displayBytes(d); err == nil {
@@ -321,7 +321,7 @@ func noteUnshown(res *api.ExecResult, sio stdio) {
 	var kinds []string
 	n := 0
 	for _, d := range res.Displays {
-		if d.MIME == "text/plain" {
+		if d.MIME == api.DisplayText {
 			continue
 		}
 		n++
@@ -452,9 +452,9 @@ func saveArtifact(root *os.Root, a api.Artifact) error {
 
 // displayExt is the file extension a display is saved with.
 var displayExt = map[string]string{
-	"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "text/html": ".html",
-	"text/markdown": ".md", "text/latex": ".tex", "application/json": ".json",
-	"application/vnd.plotly.v1+json": ".plotly.json",
+	api.DisplayPNG: ".png", api.DisplayJPEG: ".jpg", api.DisplaySVG: ".svg", api.DisplayHTML: ".html",
+	api.DisplayMarkdown: ".md", api.DisplayLatex: ".tex", api.DisplayText: ".txt", api.DisplayJSON: ".json",
+	api.DisplayPlotly: ".plotly.json",
 }
 
 // saveDisplays writes each display that is not plain text (printed
@@ -463,7 +463,7 @@ var displayExt = map[string]string{
 func saveDisplays(dir, execID string, ds []api.Display) ([]string, error) {
 	var rich []int
 	for i, d := range ds {
-		if d.MIME != "text/plain" {
+		if d.MIME != api.DisplayText {
 			rich = append(rich, i)
 		}
 	}
@@ -509,7 +509,7 @@ func displayBytes(d api.Display) ([]byte, error) {
 	switch {
 	case d.DataBase64 != "":
 		return base64.StdEncoding.DecodeString(d.DataBase64)
-	case d.MIME == "application/json" || d.MIME == "application/vnd.plotly.v1+json":
+	case d.MIME == api.DisplayJSON || d.MIME == api.DisplayPlotly:
 		return append(append([]byte{}, d.Data...), '\n'), nil
 	}
 	var s string

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -293,7 +294,13 @@ func valueStart(b []byte, i int) int {
 	return len(b) - 1
 }
 
-var pngMagic = []byte("\x89PNG\r\n\x1a\n")
+// Signatures the decoder requires of a binary display: an image/png must
+// start with the PNG signature, an image/jpeg with a JPEG SOI marker and
+// the next marker's 0xFF (every JFIF and Exif file does).
+var (
+	pngMagic  = []byte("\x89PNG\r\n\x1a\n")
+	jpegMagic = []byte{0xFF, 0xD8, 0xFF}
+)
 
 // validate checks the ranges and enumerations of a decoded frame.
 func validate(f Frame) error {
@@ -321,31 +328,47 @@ func validate(f Frame) error {
 	return nil
 }
 
+// displayForms says how each display MIME type carries its data: the
+// signature its base64 must decode to start with (binary types), or the
+// first byte its JSON data must start with ('"' a string, '{' an object).
+var displayForms = map[string]struct {
+	magic []byte
+	first byte
+}{
+	MIMEPNG:      {magic: pngMagic},
+	MIMEJPEG:     {magic: jpegMagic},
+	MIMESVG:      {first: '"'},
+	MIMEHTML:     {first: '"'},
+	MIMEMarkdown: {first: '"'},
+	MIMELatex:    {first: '"'},
+	MIMEText:     {first: '"'},
+	MIMEJSON:     {first: '{'},
+	MIMEPlotly:   {first: '{'},
+}
+
 func validateDisplay(d *Display) error {
+	form, ok := displayForms[d.MIME]
+	if !ok {
+		return protoErr(errdefs.ErrInvalid, "display: unknown mime %.64q", d.MIME)
+	}
 	hasData, hasB64 := len(d.Data) > 0, d.DataBase64 != ""
-	switch d.MIME {
-	case MIMEPNG:
+	if form.magic != nil {
 		if hasData || !hasB64 {
 			return protoErr(errdefs.ErrInvalid, "display %s: needs data_base64 and no data", d.MIME)
 		}
 		raw, err := base64.StdEncoding.Strict().DecodeString(d.DataBase64)
-		if err != nil || !bytes.HasPrefix(raw, pngMagic) {
-			return protoErr(errdefs.ErrInvalid, "display %s: data_base64 is not a base64 PNG", d.MIME)
+		if err != nil || !bytes.HasPrefix(raw, form.magic) {
+			return protoErr(errdefs.ErrInvalid, "display %s: data_base64 is not a base64 %s", d.MIME,
+				strings.ToUpper(strings.TrimPrefix(d.MIME, "image/")))
 		}
-	case MIMESVG, MIMEHTML, MIMEText, MIMEJSON:
-		if !hasData || hasB64 {
-			return protoErr(errdefs.ErrInvalid, "display %s: needs data and no data_base64", d.MIME)
-		}
-		want := byte('"')
-		if d.MIME == MIMEJSON {
-			want = '{'
-		}
-		if d.Data[0] != want {
-			return protoErr(errdefs.ErrInvalid, "display %s: data must be a JSON %s", d.MIME,
-				map[byte]string{'"': "string", '{': "object"}[want])
-		}
-	default:
-		return protoErr(errdefs.ErrInvalid, "display: unknown mime %.64q", d.MIME)
+		return nil
+	}
+	if !hasData || hasB64 {
+		return protoErr(errdefs.ErrInvalid, "display %s: needs data and no data_base64", d.MIME)
+	}
+	if d.Data[0] != form.first {
+		return protoErr(errdefs.ErrInvalid, "display %s: data must be a JSON %s", d.MIME,
+			map[byte]string{'"': "string", '{': "object"}[form.first])
 	}
 	return nil
 }

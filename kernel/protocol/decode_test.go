@@ -6,13 +6,18 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-var tinyPNG = base64.StdEncoding.EncodeToString(append(append([]byte{}, pngMagic...), "IHDR"...))
+var (
+	tinyPNG  = base64.StdEncoding.EncodeToString(append(append([]byte{}, pngMagic...), "IHDR"...))
+	tinyJPEG = base64.StdEncoding.EncodeToString([]byte{0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, 'J', 'F', 'I', 'F'})
+)
 
 func TestDecodeValid(t *testing.T) {
 	cases := []struct {
@@ -29,6 +34,17 @@ func TestDecodeValid(t *testing.T) {
 			func(f Frame) bool { d, ok := f.(*Display); return ok && string(d.Data) == `{"a":[1]}` }},
 		{"display png", `{"type":"display","id":"e1","mime":"image/png","data_base64":"` + tinyPNG + `"}`,
 			func(f Frame) bool { d, ok := f.(*Display); return ok && d.DataBase64 == tinyPNG }},
+		{"display jpeg", `{"type":"display","id":"e1","mime":"image/jpeg","data_base64":"` + tinyJPEG + `"}`,
+			func(f Frame) bool { d, ok := f.(*Display); return ok && d.DataBase64 == tinyJPEG && d.Text() == "" }},
+		{"display markdown", `{"type":"display","id":"e1","mime":"text/markdown","data":"# T"}`,
+			func(f Frame) bool { d, ok := f.(*Display); return ok && d.Text() == "# T" }},
+		{"display latex", `{"type":"display","id":"e1","mime":"text/latex","data":"$x^2$"}`,
+			func(f Frame) bool { d, ok := f.(*Display); return ok && d.Text() == "$x^2$" }},
+		{"display plotly", `{"type":"display","id":"e1","mime":"application/vnd.plotly.v1+json","data":{"data":[],"layout":{}}}`,
+			func(f Frame) bool {
+				d, ok := f.(*Display)
+				return ok && d.Text() == "" && string(d.Data) == `{"data":[],"layout":{}}`
+			}},
 		{"result", `{"type":"result","id":"e1","exit_code":3,"execution_count":2}`,
 			func(f Frame) bool { r, ok := f.(*Result); return ok && r.ExitCode == 3 && r.ReturnValue == nil }},
 		{"result null return", `{"type":"result","id":"e1","exit_code":0,"execution_count":1,"return_value":null}`,
@@ -72,6 +88,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"exit code float", `{"type":"result","id":"e1","exit_code":1.5,"execution_count":1}` + "\n", "cannot unmarshal"},
 		{"execution count", `{"type":"result","id":"e1","exit_code":0,"execution_count":0}` + "\n", "execution_count"},
 		{"png not png", `{"type":"display","id":"e1","mime":"image/png","data_base64":"aGVsbG8="}` + "\n", "not a base64 PNG"},
+		{"jpeg not jpeg", `{"type":"display","id":"e1","mime":"image/jpeg","data_base64":"` + tinyPNG + `"}` + "\n", "not a base64 JPEG"},
+		{"jpeg with data", `{"type":"display","id":"e1","mime":"image/jpeg","data":"x"}` + "\n", "needs data_base64"},
+		{"markdown not string", `{"type":"display","id":"e1","mime":"text/markdown","data":{}}` + "\n", "JSON string"},
+		{"latex as base64", `{"type":"display","id":"e1","mime":"text/latex","data_base64":"` + tinyPNG + `"}` + "\n", "needs data and no data_base64"},
+		{"plotly not object", `{"type":"display","id":"e1","mime":"application/vnd.plotly.v1+json","data":"{}"}` + "\n", "JSON object"},
 		{"png with data", `{"type":"display","id":"e1","mime":"image/png","data":"x"}` + "\n", "needs data_base64"},
 		{"json not object", `{"type":"display","id":"e1","mime":"application/json","data":"x"}` + "\n", "JSON object"},
 		{"html not string", `{"type":"display","id":"e1","mime":"text/html","data":{}}` + "\n", "JSON string"},
@@ -191,4 +212,21 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDisplayTypesMatchAPI: the decoder accepts exactly the display types
+// the API documents (a type the API lists but the decoder refuses would
+// kill every kernel that sends it; one the decoder passes but the API does
+// not list would reach callers undocumented).
+func TestDisplayTypesMatchAPI(t *testing.T) {
+	want := api.DisplayMIMEs()
+	var got []string
+	for mime := range displayForms {
+		got = append(got, mime)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("decoder display types %v, api %v", got, want)
+	}
 }

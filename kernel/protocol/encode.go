@@ -5,20 +5,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // Execute asks the kernel to run Code. Entrypoint, when set, names the
-// function called after the code with Inputs (a JSON object or nil).
+// function called after the code with Inputs (a JSON object or nil). Env
+// is set in the kernel's environment for this exec only: the runner
+// restores its own environment after it (added names removed, replaced
+// values put back).
 type Execute struct {
 	ID         string
 	Code       string
 	Stdin      string
 	Entrypoint string
 	Inputs     json.RawMessage
+	Env        map[string]string `json:"env,omitempty"`
 }
+
+// MaxEnvEntries bounds an execute request's env (the API's own limits on a
+// request's env are far below it).
+const MaxEnvEntries = 4096
 
 // Encoder writes requests to a kernel's fd 0, one line per Write call.
 type Encoder struct{ w io.Writer }
@@ -28,12 +37,13 @@ func NewEncoder(w io.Writer) *Encoder { return &Encoder{w: w} }
 
 // wire forms: field order is fixed, so the bytes are reproducible.
 type executeWire struct {
-	Type       string          `json:"type"`
-	ID         string          `json:"id"`
-	Code       string          `json:"code"`
-	Stdin      string          `json:"stdin"`
-	Entrypoint string          `json:"entrypoint"`
-	Inputs     json.RawMessage `json:"inputs"`
+	Type       string            `json:"type"`
+	ID         string            `json:"id"`
+	Code       string            `json:"code"`
+	Stdin      string            `json:"stdin"`
+	Entrypoint string            `json:"entrypoint"`
+	Inputs     json.RawMessage   `json:"inputs"`
+	Env        map[string]string `json:"env,omitempty"`
 }
 
 type interruptWire struct {
@@ -54,7 +64,7 @@ func (e *Encoder) Execute(req Execute) error {
 		inputs = json.RawMessage("null")
 	}
 	return e.write(executeWire{Type: TypeExecute, ID: req.ID, Code: req.Code, Stdin: req.Stdin,
-		Entrypoint: req.Entrypoint, Inputs: inputs})
+		Entrypoint: req.Entrypoint, Inputs: inputs, Env: req.Env})
 }
 
 // Interrupt asks the kernel to interrupt exec id if it is still running.
@@ -96,6 +106,9 @@ func checkExecute(req Execute) error {
 	if !utf8.ValidString(req.Code) || !utf8.ValidString(req.Stdin) {
 		return invalid("code and stdin must be valid UTF-8")
 	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
 	if req.Entrypoint != "" && !isIdentifier(req.Entrypoint) {
 		return invalid("entrypoint %.64q is not an identifier of at most %d bytes", req.Entrypoint, maxEntrypointLen)
 	}
@@ -108,6 +121,25 @@ func checkExecute(req Execute) error {
 	}
 	if in[0] != '{' || !json.Valid(in) || !utf8.Valid(in) {
 		return invalid("inputs must be one JSON object")
+	}
+	return nil
+}
+
+// checkEnv refuses what a process environment cannot hold (an empty name,
+// '=' in a name, a NUL anywhere) and what JSON would silently change
+// (invalid UTF-8): the exec would run with variables other than the
+// caller's.
+func checkEnv(env map[string]string) error {
+	if len(env) > MaxEnvEntries {
+		return invalid("env has %d entries, over %d", len(env), MaxEnvEntries)
+	}
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return invalid("env name %.64q: a name is non-empty without '=' or NUL, a value without NUL", k)
+		}
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return invalid("env %.64q: names and values must be valid UTF-8", k)
+		}
 	}
 	return nil
 }

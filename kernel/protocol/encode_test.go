@@ -28,6 +28,24 @@ func TestEncodeExecute(t *testing.T) {
 	}
 }
 
+// TestEncodeExecuteEnv: an exec's env goes on the wire as "env", and a
+// request without one carries no "env" field at all.
+func TestEncodeExecuteEnv(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	if err := enc.Execute(Execute{ID: "e1", Code: "1", Env: map[string]string{"B": "2", "A": "1=x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Execute(Execute{ID: "e2", Code: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"execute","id":"e1","code":"1","stdin":"","entrypoint":"","inputs":null,"env":{"A":"1=x","B":"2"}}` + "\n" +
+		`{"type":"execute","id":"e2","code":"1","stdin":"","entrypoint":"","inputs":null}` + "\n"
+	if buf.String() != want {
+		t.Fatalf("wire:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
 func TestEncodeRejects(t *testing.T) {
 	cases := []struct {
 		name string
@@ -40,6 +58,10 @@ func TestEncodeRejects(t *testing.T) {
 		{"inputs without entrypoint", Execute{ID: "e", Inputs: json.RawMessage(`{}`)}},
 		{"inputs array", Execute{ID: "e", Entrypoint: "main", Inputs: json.RawMessage(`[1]`)}},
 		{"inputs invalid", Execute{ID: "e", Entrypoint: "main", Inputs: json.RawMessage(`{"a":`)}},
+		{"env empty name", Execute{ID: "e", Env: map[string]string{"": "x"}}},
+		{"env name with =", Execute{ID: "e", Env: map[string]string{"A=B": "x"}}},
+		{"env value with NUL", Execute{ID: "e", Env: map[string]string{"A": "x\x00y"}}},
+		{"env invalid utf8", Execute{ID: "e", Env: map[string]string{"A": "\xff"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -48,11 +48,15 @@ const (
 
 // Display MIME types and how each carries its data.
 const (
-	MIMEPNG  = "image/png"     // data_base64
-	MIMESVG  = "image/svg+xml" // data: string
-	MIMEHTML = "text/html"     // data: string
-	MIMEText = "text/plain"    // data: string
-	MIMEJSON = "application/json"
+	MIMEPNG      = "image/png"                      // data_base64
+	MIMEJPEG     = "image/jpeg"                     // data_base64
+	MIMESVG      = "image/svg+xml"                  // data: string
+	MIMEHTML     = "text/html"                      // data: string
+	MIMEMarkdown = "text/markdown"                  // data: string
+	MIMELatex    = "text/latex"                     // data: string
+	MIMEText     = "text/plain"                     // data: string
+	MIMEJSON     = "application/json"               // data: object
+	MIMEPlotly   = "application/vnd.plotly.v1+json" // data: object (a plotly figure)
 )
 
 // Frame is one decoded, validated frame: *Ready, *Stream, *Display or
@@ -74,8 +78,9 @@ type Stream struct {
 }
 
 // Display is one rich output. Exactly one of Data (a JSON string for the
-// text MIME types and image/svg+xml, a JSON object for application/json)
-// and DataBase64 (image/png: standard base64, padded) is set.
+// text MIME types and image/svg+xml, a JSON object for application/json
+// and application/vnd.plotly.v1+json) and DataBase64 (image/png and
+// image/jpeg: standard base64, padded) is set.
 type Display struct {
 	ID         string          `json:"id"`
 	MIME       string          `json:"mime"`
@@ -108,7 +113,7 @@ func (*Result) frameType() string  { return TypeResult }
 // the others.
 func (d *Display) Text() string {
 	var s string
-	if d.MIME == MIMEJSON || d.MIME == MIMEPNG || json.Unmarshal(d.Data, &s) != nil {
+	if d.DataBase64 != "" || json.Unmarshal(d.Data, &s) != nil {
 		return ""
 	}
 	return s

@@ -19,7 +19,12 @@ const STREAM_CHUNK = 256 * 1024; // characters of stream data per frame
 const MARK_PREFIX = Buffer.from('\x00\x1bsandboxd-sync-', 'latin1');
 const MARK_LEN = MARK_PREFIX.length + 32 + 1; // prefix, 16 random bytes in hex, NUL
 const CHILD_FLAG = '--sandboxd-kernel-evaluator';
-const MIMES = new Set(['image/png', 'image/svg+xml', 'text/html', 'text/plain', 'application/json']);
+// Display types the channel carries (kernel/protocol): binary ones with the
+// signature the decoder checks, object ones as a plain object, the rest as
+// a string.
+const BINARY_MIMES = new Map([['image/png', Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')], ['image/jpeg', Buffer.from([0xff, 0xd8, 0xff])]]);
+const OBJECT_MIMES = new Set(['application/json', 'application/vnd.plotly.v1+json']);
+const MIMES = new Set([...BINARY_MIMES.keys(), ...OBJECT_MIMES, 'image/svg+xml', 'text/html', 'text/markdown', 'text/latex', 'text/plain']);
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
 function diag(msg) {
@@ -189,7 +194,7 @@ class Relay {
 
   display(m) {
     const frame = { type: 'display', id: this.current, mime: String(m.mime) };
-    if (m.mime === 'image/png') frame.data_base64 = String(m.data_base64);
+    if (BINARY_MIMES.has(m.mime)) frame.data_base64 = String(m.data_base64);
     else frame.data = m.data;
     if (!sendFrame(frame)) {
       sendFrame({ type: 'stream', id: this.current, name: 'stderr', data: `display ${frame.mime} dropped: over the ${MAX_FRAME_BYTES}-byte frame limit\n` });
@@ -238,7 +243,7 @@ class Relay {
     this.count++;
     for (const p of this.pumps) p.resume();
     this.drain();
-    this.child.send({ type: 'execute', code: req.code, entrypoint: req.entrypoint, inputs: req.inputs, stdin: req.stdin });
+    this.child.send({ type: 'execute', code: req.code, entrypoint: req.entrypoint, inputs: req.inputs, stdin: req.stdin, env: req.env });
   }
 
   onChildExit(code, signal) {
@@ -395,13 +400,16 @@ class Evaluator {
   display(mime, data) {
     if (!MIMES.has(mime)) throw new TypeError(`display: mime must be one of ${[...MIMES].join(', ')}`);
     const msg = { type: 'display', mime };
-    if (mime === 'image/png') {
+    if (BINARY_MIMES.has(mime)) {
       if (typeof data === 'string') data = Buffer.from(data, 'base64');
-      if (!(data instanceof Uint8Array)) throw new TypeError('display: image/png takes a Buffer or a base64 string');
-      msg.data_base64 = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64');
-    } else if (mime === 'application/json') {
+      if (!(data instanceof Uint8Array)) throw new TypeError(`display: ${mime} takes a Buffer or a base64 string`);
+      const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+      const sig = BINARY_MIMES.get(mime);
+      if (!buf.subarray(0, sig.length).equals(sig)) throw new TypeError(`display: the data is not ${mime}`);
+      msg.data_base64 = buf.toString('base64');
+    } else if (OBJECT_MIMES.has(mime)) {
       const text = JSON.stringify(data);
-      if (text === undefined || text[0] !== '{') throw new TypeError('display: application/json takes a plain object');
+      if (text === undefined || text[0] !== '{') throw new TypeError(`display: ${mime} takes a plain object`);
       msg.data = JSON.parse(text);
     } else {
       if (typeof data !== 'string') throw new TypeError(`display: ${mime} takes a string`);
@@ -455,14 +463,16 @@ class Evaluator {
     this.count++;
     const result = { type: 'result', exit_code: 0, execution_count: this.count };
     process.exitCode = undefined;
+    const savedEnv = applyEnv(m.env);
     try {
       this.setStdin(Buffer.from(typeof m.stdin === 'string' ? m.stdin : '', 'utf8'));
-      const value = await this.raceInterrupt(this.evalCode(String(m.code || ''), `exec-${this.count}`));
+      const value = await this.raceInterrupt(this.evalCode(staticImportsToDynamic(String(m.code || '')), `exec-${this.count}`));
       if (value !== undefined) this.display('text/plain', this.util.inspect(value));
       if (m.entrypoint) result.return_value = await this.callEntry(String(m.entrypoint), m.inputs);
     } catch (e) {
       this.fail(result, e);
     }
+    restoreEnv(savedEnv);
     this.interrupt = null;
     try {
       this.setStdin(Buffer.alloc(0)); // the file's memory is freed; late readers get EOF
@@ -523,6 +533,62 @@ class Evaluator {
     };
     try { process.stderr.write(`Uncaught ${isErr ? e.stack : this.util.inspect(e)}\n`); } catch (_) { /* ignore */ }
   }
+}
+
+// applyEnv sets an exec's env in process.env (and so for its child
+// processes) and returns what restoreEnv needs to undo it: each name's
+// previous value, undefined for a name that was unset.
+function applyEnv(env) {
+  const saved = new Map();
+  if (env === null || typeof env !== 'object') return saved;
+  for (const [name, value] of Object.entries(env)) {
+    // the supervisor's encoder refuses these; skipped rather than failing
+    if (typeof value !== 'string' || name === '' || /[=\0]/.test(name) || value.includes('\0')) continue;
+    if (!saved.has(name)) saved.set(name, Object.prototype.hasOwnProperty.call(process.env, name) ? process.env[name] : undefined);
+    process.env[name] = value;
+  }
+  return saved;
+}
+
+// restoreEnv undoes applyEnv: added names removed, replaced values put back.
+function restoreEnv(saved) {
+  for (const [name, old] of saved) {
+    if (old === undefined) delete process.env[name];
+    else process.env[name] = old;
+  }
+}
+
+// A static import at the start of a line: a default binding, named
+// bindings or a namespace, and the module specifier. (The REPL evaluator
+// runs scripts, where a static import is a SyntaxError.)
+const STATIC_IMPORT = /^([ \t]*)import(?:\s+([\w$]+))?(?:\s*,?\s*(?:\{([^}]*)\}|\*\s*as\s+([\w$]+)))?\s*(?:from\s*)?(['"])([^'"\n]+)\5[ \t]*;?/gm;
+
+// staticImportsToDynamic rewrites each static import into a dynamic one
+// bound at top level with var (so that a cell can run again, as in a
+// notebook): `import fs, { readFileSync as rf } from 'fs'` becomes
+// `var { default: fs, readFileSync: rf } = await import('fs');`. The
+// replacement keeps the import's line breaks, so every later line keeps
+// its number in stack traces. An import spelled inside a string or
+// template literal at the start of a line is rewritten too.
+function staticImportsToDynamic(code) {
+  if (!code.includes('import')) return code;
+  return code.replace(STATIC_IMPORT, (all, indent, def, named, ns, quote, spec) => {
+    if (def === 'from' && !named && !ns) def = undefined; // `import from 'm'` is no binding
+    const load = `await import(${JSON.stringify(spec)})`;
+    let stmt;
+    if (ns) {
+      stmt = `var ${ns} = ${load};` + (def ? ` var ${def} = ${ns}.default;` : '');
+    } else if (def || named !== undefined) {
+      const parts = def ? [`default: ${def}`] : [];
+      for (const b of (named || '').split(',').map((x) => x.trim()).filter(Boolean)) {
+        parts.push(b.replace(/\s+as\s+/, ': '));
+      }
+      stmt = `var { ${parts.join(', ')} } = ${load};`;
+    } else {
+      stmt = `${load};`;
+    }
+    return indent + stmt + '\n'.repeat((all.match(/\n/g) || []).length);
+  });
 }
 
 function main() {

@@ -182,6 +182,8 @@ class Kernel:
         sys.path[:] = [p for p in sys.path if p not in ("", runner_dir)]
         sys.path.insert(0, cwd)
         os.environ["MPLBACKEND"] = "Agg"
+        sys.meta_path.insert(0, ShowHooks(self.display))
+        sys.meta_path.append(IPythonShim(self.display))
         signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum, frame):
@@ -235,6 +237,7 @@ class Kernel:
         self.count += 1
         exec_id = str(req.get("id", ""))
         self.pending_interrupt = False
+        saved_env = apply_env(req.get("env"))
         self._begin(exec_id, req.get("stdin") or "")
         result = {"type": "result", "id": exec_id, "exit_code": 0, "execution_count": self.count}
         try:
@@ -242,6 +245,8 @@ class Kernel:
         except BaseException as e:  # a bug of the runner: report, keep serving
             result["exit_code"] = 1
             result["exception"] = {"type": "KernelError", "message": "runner: %r" % (e,), "traceback": ""}
+        finally:
+            restore_env(saved_env)
         if self.forked():
             self._child_exit(result["exit_code"])
         self._sync_streams()
@@ -447,9 +452,12 @@ class Kernel:
         return tb
 
     # -- rich output -------------------------------------------------------
-    def display(self, *objs):
-        """The display() builtin: every rich representation the object has
-        (PNG, SVG, HTML, JSON), then text/plain unless an image was shown."""
+    def display(self, *objs, raw=False, **_ignored):
+        """The display() builtin (and IPython.display.display): every rich
+        representation each object has (rich_bundle), or with raw=True each
+        object is itself a MIME bundle (a dict of MIME type to data).
+        IPython's other keywords (include, metadata, display_id, ...) are
+        accepted and have no effect."""
         # No interrupt mid-frame. Only the main thread runs signal handlers,
         # so only its calls need masking.
         on_main = threading.current_thread() is threading.main_thread()
@@ -458,44 +466,13 @@ class Kernel:
             self.in_user_code = False
         try:
             for obj in objs:
-                for mime, payload in self._bundle(obj):
-                    self._send_display(mime, payload)
+                bundle = raw_bundle(obj) if raw else rich_bundle(obj)
+                for mime in DISPLAY_ORDER:
+                    if mime in bundle:
+                        self._send_display(mime, bundle[mime])
         finally:
             if masked:
                 self._resume_user()
-
-    def _bundle(self, obj):
-        out = []
-        fig = sys.modules.get("matplotlib.figure")
-        if fig is not None and isinstance(obj, fig.Figure):
-            return [("image/png", self._figure_png(obj))]
-        for mime, meth in (("image/png", "_repr_png_"), ("image/svg+xml", "_repr_svg_"),
-                           ("text/html", "_repr_html_"), ("application/json", "_repr_json_")):
-            value = self._call_repr(obj, meth)
-            if value is None:
-                continue
-            if mime == "image/png" and isinstance(value, str):
-                value = base64.b64decode(value)
-            if mime == "application/json" and not isinstance(value, dict):
-                continue
-            if mime in ("image/svg+xml", "text/html") and not isinstance(value, str):
-                continue
-            out.append((mime, value))
-        if not any(m.startswith("image/") for m, _ in out):
-            out.append(("text/plain", repr(obj)))
-        return out
-
-    @staticmethod
-    def _call_repr(obj, meth):
-        if isinstance(obj, type):
-            return None  # a class's unbound _repr_html_ is not a representation
-        fn = getattr(obj, meth, None)
-        if not callable(fn):
-            return None
-        try:
-            return fn()
-        except Exception:
-            return None
 
     def _send_display(self, mime, payload):
         if self.forked():
@@ -508,7 +485,7 @@ class Kernel:
             return
         self._sync_streams()  # keep prints before a display ahead of it
         frame = {"type": "display", "id": exec_id, "mime": mime}
-        if mime == "image/png":
+        if mime in BINARY_MIMES:
             frame["data_base64"] = base64.b64encode(payload).decode("ascii")
         else:
             frame["data"] = payload
@@ -521,12 +498,6 @@ class Kernel:
         except (FrameTooLarge, ValueError, TypeError) as e:
             self.stderr.write("display %s dropped: %s\n" % (mime, e))
 
-    @staticmethod
-    def _figure_png(fig):
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-
     def _show_figures(self):
         """The inline backend's behaviour: every figure still open at the end
         of an exec comes back as a PNG and is closed."""
@@ -535,11 +506,440 @@ class Kernel:
             return
         try:
             for num in plt.get_fignums():
-                self._send_display("image/png", self._figure_png(plt.figure(num)))
+                self._send_display("image/png", figure_png(plt.figure(num)))
         except Exception as e:
             self.stderr.write("figure not rendered: %r\n" % (e,))
         finally:
             plt.close("all")
+
+
+# -- per-exec environment ----------------------------------------------------
+def apply_env(env):
+    """Sets an exec's env in os.environ (and so in the C environment that
+    subprocesses inherit) and returns what restore_env needs to undo it:
+    each name's previous value, None for a name that was unset."""
+    saved = {}
+    if not isinstance(env, dict):
+        return saved
+    for name, value in env.items():
+        # the supervisor's encoder refuses these; a variable os.environ
+        # cannot hold is skipped rather than failing the exec
+        if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name or "\0" in name + value:
+            continue
+        saved.setdefault(name, os.environ.get(name))
+        os.environ[name] = value
+    return saved
+
+
+def restore_env(saved):
+    """Undoes apply_env: added names removed, replaced values put back. A
+    name the exec's code changed on its own is left as the code left it."""
+    for name, old in saved.items():
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+# -- rich output ---------------------------------------------------------------
+# The display MIME types the channel carries (kernel/protocol), in the order
+# one object's representations are sent, and the rich-repr method of each.
+REPR_METHODS = (
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("text/latex", "_repr_latex_"),
+    ("application/json", "_repr_json_"),
+)
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+DISPLAY_ORDER = tuple(m for m, _ in REPR_METHODS) + (PLOTLY_MIME, "text/plain")
+# Binary types travel as data_base64; the decoder checks their signature and
+# kills a kernel that sends a wrong one, so the runner checks first.
+BINARY_MIMES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
+OBJECT_MIMES = ("application/json", PLOTLY_MIME)
+
+
+def mime_payload(mime, value):
+    """value as the channel carries mime, or None when it cannot be: bytes
+    with the type's signature (a base64 string is decoded), a dict for the
+    JSON types, a str for the text types."""
+    if isinstance(value, tuple) and len(value) == 2:
+        value = value[0]  # IPython's (data, metadata) form
+    if mime in BINARY_MIMES:
+        if isinstance(value, str):
+            try:
+                value = base64.b64decode(value, validate=False)
+            except ValueError:
+                return None
+        if isinstance(value, (bytearray, memoryview)):
+            value = bytes(value)
+        if not isinstance(value, bytes) or not value.startswith(BINARY_MIMES[mime]):
+            return None
+        return value
+    if mime in OBJECT_MIMES:
+        return value if isinstance(value, dict) else None
+    if mime in DISPLAY_ORDER:
+        if isinstance(value, bytes) and mime == "image/svg+xml":
+            value = value.decode("utf-8", "replace")
+        return value if isinstance(value, str) else None
+    return None  # a type the channel does not carry (widgets, javascript)
+
+
+def raw_bundle(obj):
+    """display(..., raw=True): obj is a MIME bundle already."""
+    if not isinstance(obj, dict):
+        return {}
+    out = {}
+    for mime, value in obj.items():
+        payload = mime_payload(mime, value)
+        if payload is not None:
+            out[mime] = payload
+    return out
+
+
+def rich_bundle(obj):
+    """Every representation of obj the channel carries, IPython's way:
+    _repr_mimebundle_ first, then each _repr_*_ method for the types it
+    left out, then text/plain (repr) unless an image was found or the repr
+    is a placeholder ("<... object at 0x...>") beside a rich one. A
+    matplotlib or plotly figure and a PIL image are rendered directly."""
+    out = special_bundle(obj)
+    if out is not None:
+        return out
+    bundle = call_repr(obj, "_repr_mimebundle_")
+    if isinstance(bundle, tuple) and len(bundle) == 2:
+        bundle = bundle[0]  # IPython's (data, metadata) form
+    out = raw_bundle(bundle)
+    for mime, meth in REPR_METHODS:
+        if mime not in out:
+            payload = mime_payload(mime, call_repr(obj, meth))
+            if payload is not None:
+                out[mime] = payload
+    placeholder = type(obj).__repr__ is object.__repr__ or getattr(obj, "_sandboxd_placeholder_repr", False)
+    if not any(m.startswith("image/") for m in out) and not (out and placeholder):
+        out.setdefault("text/plain", repr(obj))
+    return out
+
+
+def call_repr(obj, meth):
+    if isinstance(obj, type):
+        return None  # a class's unbound _repr_html_ is not a representation
+    fn = getattr(obj, meth, None)
+    if not callable(fn):
+        return None
+    try:
+        if meth == "_repr_mimebundle_":
+            try:
+                return fn(include=None, exclude=None)
+            except TypeError:
+                return fn()
+        return fn()
+    except Exception:
+        return None  # as IPython: a failing repr is no representation
+
+
+def special_bundle(obj):
+    """The bundle of an object the inline backend renders itself, or None.
+    Each check looks the type up only in an already imported module: the
+    runner never imports a plotting library on its own."""
+    fig = sys.modules.get("matplotlib.figure")
+    if fig is not None and isinstance(obj, fig.Figure):
+        return {"image/png": figure_png(obj)}
+    pil = sys.modules.get("PIL.Image")
+    if pil is not None and isinstance(obj, pil.Image):
+        return {"image/png": pil_png(obj)}
+    plotly = sys.modules.get("plotly.basedatatypes")
+    if plotly is not None and isinstance(obj, plotly.BaseFigure):
+        # plotly.js from its CDN: embedding it would add 3 MiB per figure
+        return {"text/html": obj.to_html(full_html=False, include_plotlyjs="cdn"),
+                PLOTLY_MIME: json.loads(obj.to_json())}
+    return None
+
+
+def figure_png(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def pil_png(img):
+    if img.mode not in ("1", "L", "LA", "I", "P", "RGB", "RGBA"):
+        img = img.convert("RGBA")  # CMYK, YCbCr, F, ...: PNG cannot hold them
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class ShowHooks:
+    """A meta path finder, first on sys.meta_path, that patches the
+    headless show() of a library right after the library's module is
+    imported (and only then: the runner imports none of them itself), so
+    that show() sends a display the way plt.show() does in the inline
+    backend instead of trying to open a viewer that is not there."""
+
+    def __init__(self, display):
+        self.display = display
+        self.patches = {"PIL.Image": self._patch_pil, "plotly.basedatatypes": self._patch_plotly}
+
+    def find_spec(self, name, path, target=None):
+        patch = self.patches.get(name)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                run = spec.loader.exec_module
+
+                def exec_module(module, run=run, patch=patch):
+                    run(module)
+                    patch(module)
+
+                spec.loader.exec_module = exec_module  # this spec's own loader instance
+                return spec
+        return None
+
+    def _patch_pil(self, module):
+        display = self.display
+
+        def show(self, title=None, **_ignored):
+            """sandboxd: shows the image as an image/png display."""
+            display(self)
+
+        module.Image.show = show
+
+    def _patch_plotly(self, module):
+        display = self.display
+
+        def show(self, *_args, **_ignored):
+            """sandboxd: shows the figure as text/html and plotly JSON displays."""
+            display(self)
+
+        module.BaseFigure.show = show
+
+
+# The modules of the IPython shim: IPython's display API, for code written
+# for Jupyter, when IPython itself is not installed.
+SHIM_MODULES = ("IPython", "IPython.display", "IPython.core", "IPython.core.display", "IPython.core.getipython")
+
+
+class IPythonShim:
+    """A meta path finder, last on sys.meta_path, that serves SHIM_MODULES
+    only when no other finder has them: an installed IPython always wins."""
+
+    def __init__(self, display):
+        self.display = display
+        self.api = None
+
+    def find_spec(self, name, path, target=None):
+        if name not in SHIM_MODULES:
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(name, self, is_package=name in ("IPython", "IPython.core"))
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if self.api is None:
+            self.api = ipython_display_api(self.display)
+        module.__dict__.update(self.api)
+        module.__doc__ = "sandboxd's stand-in for IPython's display API (IPython is not installed)."
+
+
+# -- the IPython display shim ---------------------------------------------
+# IPython.display's classes, for code written for Jupyter where IPython is
+# not installed (IPythonShim serves them). Each shows as its MIME type
+# through the rich-repr protocol; their repr is IPython's placeholder.
+class DisplayObject:
+    _sandboxd_placeholder_repr = True  # its repr is never a representation
+
+    def __init__(self, data=None, url=None, filename=None, metadata=None, **_ignored):
+        if isinstance(data, os.PathLike):
+            data = os.fspath(data)
+        if isinstance(data, str) and url is None and filename is None:
+            if data.startswith(("http://", "https://")):
+                url, data = data, None
+            elif "\n" not in data and len(data) < 4096 and os.path.isfile(data):
+                filename, data = data, None
+        self.data, self.url, self.filename, self.metadata = data, url, filename, metadata
+        if filename is not None:
+            with open(filename, "rb") as f:
+                self.data = self._from_file(f.read())
+
+    def _from_file(self, raw):
+        return raw.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "<IPython.core.display.%s object>" % type(self).__name__
+
+
+class TextDisplayObject(DisplayObject):
+    def _text(self):
+        return self.data.decode("utf-8", "replace") if isinstance(self.data, bytes) else self.data
+
+
+class HTML(TextDisplayObject):
+    def _repr_html_(self):
+        return self._text()
+
+
+class Markdown(TextDisplayObject):
+    def _repr_markdown_(self):
+        return self._text()
+
+
+class Latex(TextDisplayObject):
+    def _repr_latex_(self):
+        return self._text()
+
+
+class Math(TextDisplayObject):
+    def _repr_latex_(self):
+        text = (self._text() or "").strip("$")
+        return "$\\displaystyle %s$" % text
+
+
+class SVG(TextDisplayObject):
+    def _repr_svg_(self):
+        return self._text()
+
+
+class Javascript(TextDisplayObject):
+    pass  # not a display type of the channel: only its placeholder text
+
+
+class Pretty(TextDisplayObject):
+    _sandboxd_placeholder_repr = False
+
+    def __repr__(self):
+        return str(self._text())
+
+
+class Code(TextDisplayObject):
+    _sandboxd_placeholder_repr = False
+
+    def __repr__(self):
+        return str(self._text())
+
+
+class JSON(DisplayObject):
+    def __init__(self, data=None, url=None, filename=None, expanded=False, metadata=None, root="root", **kw):
+        super().__init__(data, url, filename, metadata)
+        if isinstance(self.data, (str, bytes)):
+            self.data = json.loads(self.data)
+
+    def _from_file(self, raw):
+        return raw
+
+    def _repr_json_(self):
+        return self.data
+
+
+class Image(DisplayObject):
+    def __init__(self, data=None, url=None, filename=None, format=None, embed=None, width=None,
+                 height=None, retina=False, unconfined=False, metadata=None, alt=None):
+        super().__init__(data, url, filename, metadata)
+        if format is None and self.filename is not None:
+            format = os.path.splitext(self.filename)[1].lstrip(".")
+        if format is None and isinstance(self.data, bytes):
+            format = next((m.split("/")[1] for m, sig in BINARY_MIMES.items() if self.data.startswith(sig)), None)
+        self.format = {"jpg": "jpeg"}.get((format or "png").lower(), (format or "png").lower())
+        self.embed = embed if embed is not None else self.url is None
+        self.width, self.height, self.alt = width, height, alt
+
+    def _from_file(self, raw):
+        return raw
+
+    def _image(self, fmt):
+        return self.data if self.embed and self.format == fmt else None
+
+    def _repr_png_(self):
+        return self._image("png")
+
+    def _repr_jpeg_(self):
+        return self._image("jpeg")
+
+    def _repr_html_(self):
+        if self.embed or self.url is None:
+            return None
+        import html
+
+        return '<img src="%s"/>' % html.escape(self.url)
+
+
+class IFrame:
+    def __init__(self, src, width, height, extras=None, **kwargs):
+        self.src, self.width, self.height = src, width, height
+
+    def _repr_html_(self):
+        import html
+
+        return '<iframe width="%s" height="%s" src="%s" frameborder="0" allowfullscreen></iframe>' % (
+            html.escape(str(self.width)), html.escape(str(self.height)), html.escape(self.src))
+
+
+SHIM_CLASSES = (DisplayObject, TextDisplayObject, HTML, Markdown, Latex, Math, SVG, Javascript, Pretty, Code,
+                JSON, Image, IFrame)
+for _cls in SHIM_CLASSES:
+    _cls.__module__ = "IPython.core.display"
+del _cls
+
+
+class DisplayHandle:
+    """What display(..., display_id=...) returns: update() displays the
+    object again (an exec's displays are a list, never updated in place)."""
+
+    def __init__(self, display_fn, display_id=None):
+        self._display = display_fn
+        self.display_id = display_id or os.urandom(16).hex()
+
+    def display(self, obj, **kwargs):
+        self._display(obj, **kwargs)
+
+    def update(self, obj, **kwargs):
+        self._display(obj, **kwargs)
+
+
+def ipython_display_api(display_fn):
+    """The names IPython.display exports that code outside a notebook uses:
+    the shim's classes, and its functions mapped to the kernel's display."""
+
+    def display(*objs, display_id=None, **kwargs):
+        display_fn(*objs, **kwargs)
+        if display_id is not None:
+            return DisplayHandle(display_fn, None if display_id is True else display_id)
+        return None
+
+    def update_display(obj, *, display_id=None, **kwargs):
+        display_fn(obj, **kwargs)
+
+    def clear_output(wait=False):
+        pass  # a display already sent is part of the exec's result
+
+    def get_ipython():
+        return None  # not an IPython shell: libraries fall back to plain output
+
+    def display_as(mime):
+        def show(*objs, raw=False, **kwargs):
+            for obj in objs:
+                display_fn({mime: obj} if raw else obj, raw=raw)
+
+        show.__name__ = "display_" + mime.split("/")[1].split("+")[0]
+        return show
+
+    api = {cls.__name__: cls for cls in SHIM_CLASSES}
+    api.update(display=display, update_display=update_display, clear_output=clear_output,
+               get_ipython=get_ipython, DisplayHandle=DisplayHandle)
+    for mime in ("text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml", "application/json"):
+        show = display_as(mime)
+        api[show.__name__] = show
+    return api
 
 
 class EntrypointError(Exception):

@@ -3,9 +3,11 @@ package runners
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +58,26 @@ func TestWarmStubIsAColdLaunch(t *testing.T) {
 		{"python", "warning", "import warnings\nwarnings.warn('careful')\n", ""},
 		{"python", "fds", "import os\nprint(sorted(os.listdir('/proc/self/fd')))\n", ""},
 		{"python", "pickle of a main class", "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)\n", ""},
+		// The exit: what a cold launch does after the code's last line
+		// (the warm stub ends the process itself, without the
+		// interpreter's teardown).
+		{"python", "atexit", "import atexit, sys\ndef bye(who, n=1):\n    print('atexit', who, n)\n    sys.stdout.write('no newline')\natexit.register(bye, 'x', n=2)\natexit.register(lambda: print('registered last, runs first'))\nprint('body')\n", ""},
+		{"python", "atexit raises SystemExit", "import atexit\ndef h():\n    raise SystemExit(5)\natexit.register(h)\natexit.register(lambda: 1/0)\n", ""},
+		{"python", "unflushed writes", "import sys, gzip\nf = open('plain.txt', 'w'); f.write('buffered, never closed')\nb = open('bin.txt', 'wb', buffering=1 << 16); b.write(b'raw buffered')\nz = gzip.GzipFile('z.gz', 'wb', mtime=0); z.write(b'gz')\nsys.stdout.write('partial line')\nsys.stderr.write('err partial')\n", ""},
+		{"python", "stdout redirected to a file", "import sys\nsys.stdout = open('redirected.txt', 'w')\nprint('to the file')\n", ""},
+		{"python", "non-daemon thread finishing late", "import threading, time, atexit\ndef late():\n    time.sleep(0.3)\n    print('late thread done')\nthreading.Thread(target=late).start()\natexit.register(lambda: print('atexit after the thread'))\nprint('main done')\n", ""},
+		{"python", "__del__ at exit", "import sys\nclass D:\n    def __init__(self, n): self.n = n\n    def __del__(self): print('del', self.n, sys.stdout is sys.__stdout__, sys.path)\na = D('a')\nb = D('b')\nc = [D('in a list')]\ndef gen():\n    try:\n        yield 1\n    finally:\n        print('generator finally')\ng = gen(); next(g)\nclass Bad:\n    def __del__(self): raise ValueError('in __del__')\nbad = Bad()\nprint('end')\n", ""},
+		{"python", "sys.exit frees the frames first", "import sys, atexit\nclass R:\n    def __del__(self): print('del local')\natexit.register(lambda: print('atexit'))\ndef main():\n    r = R()\n    sys.exit(3)\nmain()\n", ""},
+		{"python", "garbage cycle with __del__", "import gc\nclass C:\n    def __del__(self): print('cycle collected')\nx = C(); x.self = x\ndel x\ngc.disable()\nprint('end')\n", ""},
+		{"python", "daemon thread alive at exit", "import threading, time\ndef spin():\n    while True: time.sleep(0.01)\nthreading.Thread(target=spin, daemon=True).start()\nclass C:\n    def __del__(self): print('del with a daemon thread alive')\nc = C()\nprint('end')\n", ""},
+		{"python", "uncaught with hooks and __del__", "import atexit\natexit.register(lambda: print('atexit after the traceback'))\nclass D:\n    def __del__(self): print('del D')\nd = D()\nf = open('out.txt', 'w'); f.write('written before the error')\ndef g():\n    try:\n        1/0\n    except ZeroDivisionError as e:\n        raise ValueError('chained') from e\ng()\n", ""},
+		{"python", "own excepthook", "import sys\ndef hook(t, v, tb):\n    print('hook', t.__name__, v)\nsys.excepthook = hook\nraise ValueError('x')\n", ""},
+		{"python", "exit with a message", "import atexit, sys\natexit.register(lambda: print('atexit'))\nsys.exit('a message')\n", ""},
+		{"python", "exit 256", "import sys\nsys.exit(256)\n", ""},
+		{"javascript", "exit hooks", "let n = 0\nprocess.on('beforeExit', (code) => { console.log('beforeExit', code, n); if (n++ < 2) setTimeout(() => console.log('more work', n), 20) })\nprocess.on('exit', (code) => { console.log('exit', code); process.exitCode = 4 })\nconsole.log('body')\n", ""},
+		{"javascript", "exitCode and a file at exit", "process.on('exit', (c) => { console.log('exit', c); require('fs').writeFileSync('f.txt', 'written at exit') })\nprocess.exitCode = 2\n", ""},
+		{"javascript", "pending writes", "process.on('exit', (c) => console.log('exit', c))\nrequire('fs').createWriteStream('s.txt').write('stream data')\nprocess.stdout.write('x'.repeat(200000))\n", ""},
+		{"javascript", "error thrown late", "process.on('exit', (c) => console.log('exit listener', c))\nsetTimeout(() => { process.exitCode = 0; throw new Error('late') }, 10)\n", ""},
 		{"javascript", "identity", "console.log(process.argv, require.main === module, __filename, module.id, Object.keys(module.exports), process.env)\n", ""},
 		{"javascript", "exit 3", "process.exit(3)\n", ""},
 		{"javascript", "stdin", "let d=''; process.stdin.on('data', c => d += c).on('end', () => console.log(JSON.stringify(d)))\n", "from stdin\n"},
@@ -68,6 +90,7 @@ func TestWarmStubIsAColdLaunch(t *testing.T) {
 				t.Fatal(err)
 			}
 			cout, cerr, ccode := runLaunch(t, c.lang, dir, file, base, []byte(c.stdin))
+			cfiles := takeFiles(t, dir, file)
 			stub, err := WarmSource(c.lang)
 			if err != nil {
 				t.Fatal(err)
@@ -80,11 +103,44 @@ func TestWarmStubIsAColdLaunch(t *testing.T) {
 			if wout != cout || wcode != ccode {
 				t.Errorf("stdout/exit differ:\n warm %d %q\n cold %d %q", wcode, wout, ccode, cout)
 			}
+			// an object's address differs between any two processes
+			werr, cerr = hexAddr.ReplaceAllString(werr, "0x?"), hexAddr.ReplaceAllString(cerr, "0x?")
 			if werr != cerr {
 				t.Errorf("stderr differs:\n warm %q\n cold %q", werr, cerr)
 			}
+			if wfiles := takeFiles(t, dir, file); !maps.Equal(wfiles, cfiles) {
+				t.Errorf("files differ:\n warm %q\n cold %q", wfiles, cfiles)
+			}
 		})
 	}
+}
+
+var hexAddr = regexp.MustCompile(`0x[0-9a-f]{6,}`)
+
+// takeFiles returns the files the code left in dir (all but the code file
+// at skip), and removes them.
+func takeFiles(t *testing.T, dir, skip string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if p == skip {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = string(b)
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 // TestWarmStubEnv: the request's env overlays the base, in the order the
