@@ -111,9 +111,6 @@ func TestSaveDisplaysEveryType(t *testing.T) {
 	if err != nil || len(names) != len(want) {
 		t.Fatalf("saved %v, %v; want %d files", names, err, len(want))
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, content := range want {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || string(b) != content {
