@@ -87,9 +87,9 @@ func TestClientSDKs(t *testing.T) {
 			runLogged(t, ctx, ts, env, "npm", "ci", "--no-audit", "--no-fund")
 		}
 		runLogged(t, ctx, ts, env, "npm", "run", "--silent", "build")
-		out := runLogged(t, ctx, ts, env, "node", "--test", "--test-reporter=spec", "dist/test/")
-		if strings.Contains(out, "# skip") && !strings.Contains(out, "# skip 0") {
-			t.Fatalf("a TypeScript SDK test skipped:\n%s", out)
+		out := runLogged(t, ctx, ts, env, "node", "--test", "--test-reporter=tap", "dist/test/sdk.test.js")
+		if !strings.Contains(out, "\n# skipped 0\n") || !strings.Contains(out, "\n# fail 0\n") {
+			t.Fatalf("a TypeScript SDK test skipped or failed:\n%s", out)
 		}
 	})
 }
