@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sandboxd/sandboxd/internal/atomicfile"
 )
 
 func main() {
@@ -36,7 +38,7 @@ func main() {
 		slog.Error("generate", "in", *in, "err", err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(*out, []byte(ts), 0o644); err != nil {
+	if err := atomicfile.WriteFile(*out, []byte(ts), 0o644); err != nil {
 		slog.Error("write", "out", *out, "err", err)
 		os.Exit(1)
 	}
