@@ -157,6 +157,12 @@ class Sessions(Live):
             self.assertEqual(pngs[0]._repr_png_(), data)
             self.assertIn("png", pngs[0].formats())
 
+    def test_readme_example(self) -> None:
+        with Sandbox.session() as s:
+            s.run_code("import matplotlib.pyplot as plt; x = [1, 3, 2]")
+            png = s.run_code("plt.plot(x);").results[0].png  # the trailing ; leaves the chart alone
+            self.assertTrue(base64.b64decode(png or "").startswith(PNG_SIGNATURE))
+
     def test_state_and_rich_results(self) -> None:
         with Sandbox.session() as s:
             s.run_code("x = 41")

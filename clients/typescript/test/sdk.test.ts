@@ -135,6 +135,14 @@ describe("sessions", live, () => {
     });
   });
 
+  it("runs the README's example", async () => {
+    await sandbox.withSession(async (s) => {
+      const chart = await s.runCode("import matplotlib.pyplot as plt; plt.plot([1, 3, 2]);");
+      assert.equal(chart.results.length, 1, JSON.stringify(chart.displays.map((d) => d.mime)));
+      assert.deepEqual(chart.results[0].pngBytes()?.subarray(0, 8), PNG_SIGNATURE);
+    });
+  });
+
   it("keeps state and returns rich results", async () => {
     await sandbox.withSession(async (s) => {
       await s.runCode("x = 41");
