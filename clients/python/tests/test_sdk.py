@@ -106,6 +106,16 @@ class OneShot(Live):
         self.assertEqual(stream.execution.exit_code, 0)
         self.assertEqual(stream.execution.logs.stdout, ["0\n", "1\n", "2\n"])
 
+    def test_stream_timeout_raises_at_the_end(self) -> None:
+        with self.sandbox.stream_code("print('tick', flush=True)\nwhile True: pass", timeout=1) as stream:
+            seen = []
+            with self.assertRaises(Timeout) as cm:
+                for ev in stream:
+                    seen.append(ev.text)
+        self.assertEqual(seen, ["tick\n"])
+        self.assertIs(cm.exception.execution, stream.execution)
+        self.assertEqual(cm.exception.execution.logs.stdout, ["tick\n"])
+
     def test_callbacks_arrive_before_the_end(self) -> None:
         seen = []
         code = "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second', flush=True)"

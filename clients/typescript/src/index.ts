@@ -14,4 +14,5 @@ export {
   TooLargeError, QuotaExceededError, RateLimitedError, UnavailableError, InternalError, ConnectionFailedError,
   ProtocolError, TimeoutError,
 } from "./errors.js";
-export type * as wire from "./openapi.js";
+// The wire types of docs/openapi.yaml (types only; the namespace is empty at run time).
+export * as wire from "./openapi.js";

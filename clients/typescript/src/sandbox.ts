@@ -39,7 +39,7 @@ export interface RunCodeOptions {
 export interface RunCodeCallbacks {
   onStdout?: (msg: OutputMessage) => unknown;
   onStderr?: (msg: OutputMessage) => unknown;
-  /** Called for each display as it arrives (one representation each). */
+  /** Called for each display as it arrives (a Result of one representation; the Execution groups them). */
   onResult?: (result: Result) => unknown;
 }
 
@@ -216,11 +216,16 @@ export class Sandbox extends Runner {
   /** Runs fn with a new session and deletes the session after it, whatever happens. */
   async withSession<T>(fn: (s: Session) => Promise<T>, opts: SessionOptions = {}): Promise<T> {
     const s = await this.session(opts);
+    let result: T;
     try {
-      return await fn(s);
-    } finally {
-      await s.kill();
+      result = await fn(s);
+    } catch (e) {
+      // The error of fn is the one to see, not one of the clean-up.
+      await s.kill().catch(() => undefined);
+      throw e;
     }
+    await s.kill();
+    return result;
   }
 
   /** The caller's sessions. */

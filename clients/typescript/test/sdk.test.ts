@@ -94,6 +94,15 @@ describe("one-shot", live, () => {
     assert.deepEqual(stream.execution?.logs.stdout, ["0\n", "1\n", "2\n"]);
   });
 
+  it("throws TimeoutError at the end of a timed-out stream", async () => {
+    const stream = await sandbox.streamCode("print('tick', flush=True)\nwhile True: pass", { timeoutMs: 1000 });
+    const seen: string[] = [];
+    await assert.rejects(async () => {
+      for await (const ev of stream) if (ev.type === "stdout") seen.push(ev.text);
+    }, (e: unknown) => e instanceof TimeoutError && e.execution === stream.execution);
+    assert.deepEqual(seen, ["tick\n"]);
+  });
+
   it("calls back before the exec ends", async () => {
     const seen: Array<[string, number]> = [];
     const start = Date.now();

@@ -135,7 +135,7 @@ class Transport:
         if url is None:
             self.socket_path = socket_path or DEFAULT_SOCKET
             self.where = self.socket_path
-            self._host, self._port, self._scheme = "", 0, "unix"
+            self._host, self._port, self._scheme, self._host_header = "", 0, "unix", "localhost"
             if ca_file or client_cert:
                 raise ValueError("ca_file and client_cert need a url (the socket needs no TLS)")
             return
@@ -144,7 +144,7 @@ class Transport:
             raise ValueError(f"sandboxd URL {url!r}: want http://HOST:PORT or https://HOST:PORT")
         self.socket_path = ""
         self.where = f"{u.scheme}://{u.netloc}"
-        self._scheme, self._host = u.scheme, u.hostname
+        self._scheme, self._host, self._host_header = u.scheme, u.hostname, u.netloc
         self._port = u.port or (443 if u.scheme == "https" else 80)
         if u.scheme == "https":
             ctx = ssl.create_default_context(cafile=ca_file)
@@ -165,7 +165,7 @@ class Transport:
     def request(self, method: str, path: str, body: Body = None, *, json_body: Any = None,
                 headers: Optional[Dict[str, str]] = None, length: Optional[int] = None) -> Response:
         """Sends one request and returns the answer, its body unread."""
-        hdrs = {"Host": "localhost" if self._scheme == "unix" else self._host}
+        hdrs = {"Host": self._host_header}
         if self._api_key:
             hdrs["Authorization"] = "Bearer " + self._api_key
         if json_body is not None:

@@ -10,7 +10,7 @@ import os
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._transport import NDJSON, Body, Response, Transport, answer_error, quote_path
-from .errors import ProtocolError, Timeout
+from .errors import ProtocolError, SandboxdError, Timeout
 from .models import EntryInfo, Event, Execution, Logs, OnOutput, OnResult, OutputMessage, WriteInfo, group_displays
 
 FileData = Union[bytes, str, BinaryIO]
@@ -152,7 +152,9 @@ class _Runner:
         variables; ``files`` stages {path: content} into the workspace;
         ``artifacts`` are glob patterns of files to bring back. With
         ``on_stdout``/``on_stderr``/``on_result`` the execution is streamed
-        and the callbacks are called as output arrives.
+        and the callbacks are called as output arrives (``on_result`` once
+        per display, each a Result of one representation; the returned
+        Execution groups them).
 
         A failing payload is an Execution with ``error``/``exit_code``; a
         time-out raises :class:`~sandboxd.Timeout`; a refusal raises the
@@ -299,8 +301,13 @@ class Session(_Runner):
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.kill()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.kill()
+        except SandboxdError:
+            if exc_type is None:
+                raise
+            # The exception that ended the block is the one to see.
 
     def _exec_path(self) -> str:
         return self._path + "/exec"
@@ -348,7 +355,8 @@ class Files:
         at path, creating parent directories; replaces a regular file."""
         body: Body = data
         length: Optional[int] = None
-        if hasattr(data, "fileno") and not isinstance(data, (bytes, str)):
+        if "b" in getattr(data, "mode", "") and hasattr(data, "fileno"):
+            # A binary file: its size is known, so the upload is not chunked.
             try:
                 length = os.fstat(data.fileno()).st_size - data.tell()  # type: ignore[union-attr]
             except (OSError, ValueError, AttributeError):
