@@ -312,8 +312,20 @@ class Remote(unittest.TestCase):
             os.environ.update(old)
 
 
-class Models(unittest.TestCase):
-    """The grouping of displays into results, without a supervisor."""
+class Offline(unittest.TestCase):
+    """What needs no supervisor: the grouping of displays, connection options."""
+
+    def test_key_is_not_shown(self) -> None:
+        key = "k" * 48
+        sb = Sandbox(url="http://127.0.0.1:9", api_key=key)
+        self.assertNotIn(key[:16], repr(sb) + str(sb) + repr(sb._transport))
+        self.assertIn("127.0.0.1:9", repr(sb))
+
+    def test_bad_connection_options(self) -> None:
+        for kwargs, want in [({"url": "ftp://h:1"}, "want http://HOST:PORT"), ({"url": "http://h:1", "ca_file": "/ca.pem"}, "not https"),
+                             ({"url": "http://h:1", "api_key": "a\nb"}, "line break"), ({"socket": "/s", "ca_file": "/ca.pem"}, "need a url")]:
+            with self.assertRaisesRegex(ValueError, want):
+                Sandbox(**kwargs)  # type: ignore[arg-type]
 
     def test_grouping(self) -> None:
         png = {"mime": "image/png", "data_base64": base64.b64encode(PNG_SIGNATURE).decode()}

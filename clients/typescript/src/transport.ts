@@ -130,10 +130,12 @@ export function answerError(status: number, retryAfter: string | undefined | nul
 /** Where and how to reach one supervisor; each request opens its own connection. */
 export class Transport {
   readonly where: string;
-  private readonly base: http.RequestOptions;
-  private readonly mod: typeof http | typeof https;
-  private readonly apiKey: string;
-  private readonly timeoutMs?: number;
+  // True private fields: the key and a client key's PEM never show in
+  // util.inspect or console.log of a Sandbox.
+  readonly #base: http.RequestOptions;
+  readonly #mod: typeof http | typeof https;
+  readonly #apiKey: string;
+  readonly #timeoutMs?: number;
 
   constructor(opts: ConnectionOptions = {}) {
     const env = process.env;
@@ -153,15 +155,15 @@ export class Transport {
         apiKey = readFileSync(env.SANDBOXD_API_KEY_FILE, "utf8").split("\n")[0].trim();
       }
     }
-    this.apiKey = apiKey ?? "";
-    if (/[\r\n]/.test(this.apiKey)) throw new Error("the API key contains a line break");
-    this.timeoutMs = opts.requestTimeoutMs;
+    this.#apiKey = apiKey ?? "";
+    if (/[\r\n]/.test(this.#apiKey)) throw new Error("the API key contains a line break");
+    this.#timeoutMs = opts.requestTimeoutMs;
     if (url === undefined) {
       if (caFile || clientCert) throw new Error("caFile and clientCert need a url (the socket needs no TLS)");
       const path = socketPath ?? DEFAULT_SOCKET;
       this.where = path;
-      this.mod = http;
-      this.base = { socketPath: path, host: "localhost", agent: false };
+      this.#mod = http;
+      this.#base = { socketPath: path, host: "localhost", agent: false };
       return;
     }
     const u = new URL(url);
@@ -171,8 +173,8 @@ export class Transport {
     this.where = `${u.protocol}//${u.host}`;
     const host = u.hostname.replace(/^\[|\]$/g, "");
     if (u.protocol === "https:") {
-      this.mod = https;
-      this.base = {
+      this.#mod = https;
+      this.#base = {
         host, port: u.port || 443, agent: false, minVersion: "TLSv1.2",
         ca: caFile ? readFileSync(caFile) : undefined,
         cert: clientCert ? readFileSync(clientCert) : undefined,
@@ -180,15 +182,15 @@ export class Transport {
       } as https.RequestOptions;
     } else {
       if (caFile || clientCert) throw new Error(`sandboxd URL ${JSON.stringify(url)} is not https, but a CA file or client certificate was given`);
-      this.mod = http;
-      this.base = { host, port: u.port || 80, agent: false };
+      this.#mod = http;
+      this.#base = { host, port: u.port || 80, agent: false };
     }
   }
 
   /** Sends one request and resolves to the answer, its body unread. */
   request(method: string, path: string, opts: { body?: Body; json?: unknown; headers?: Record<string, string>; length?: number; signal?: AbortSignal } = {}): Promise<Response> {
     const headers: Record<string, string> = { ...opts.headers };
-    if (this.apiKey) headers.Authorization = `Bearer ${this.apiKey}`;
+    if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
     let body = opts.body;
     if (opts.json !== undefined) {
       body = JSON.stringify(opts.json);
@@ -201,11 +203,11 @@ export class Transport {
     const what = `${method} ${path}`;
     return new Promise((resolve, reject) => {
       const fail = (e: Error) => reject(e instanceof SandboxdError ? e : new ConnectionFailedError(`${what} via ${this.where}: ${e.message}`, { cause: e }));
-      const req = this.mod.request({ ...this.base, method, path, headers, signal: opts.signal, timeout: this.timeoutMs }, (msg) => {
+      const req = this.#mod.request({ ...this.#base, method, path, headers, signal: opts.signal, timeout: this.#timeoutMs }, (msg) => {
         resolve(new Response(msg.statusCode ?? 0, msg.headers, msg, what));
       });
       req.on("error", fail);
-      req.on("timeout", () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      req.on("timeout", () => req.destroy(new Error(`no answer within ${this.#timeoutMs} ms`)));
       if (body === undefined) req.end();
       else if (body instanceof Uint8Array) req.end(body);
       else void pump(body, req).catch((e: Error) => req.destroy(e));

@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
 import { describe, it } from "node:test";
+import { inspect } from "node:util";
 
 import {
   ConnectionFailedError, InvalidRequestError, NotFoundError, RateLimitedError, Result, Sandbox, SandboxdError,
@@ -267,6 +268,22 @@ describe("remote", () => {
         else process.env[k] = saved[k];
       }
     }
+  });
+});
+
+describe("offline", () => {
+  it("never shows the API key when a Sandbox is inspected", () => {
+    const key = "k".repeat(48);
+    const shown = inspect(new Sandbox({ url: "http://127.0.0.1:9", apiKey: key }), { depth: 10, showHidden: true });
+    assert.ok(!shown.includes(key.slice(0, 16)), shown);
+    assert.match(shown, /127\.0\.0\.1:9/);
+  });
+
+  it("refuses bad connection options", () => {
+    assert.throws(() => new Sandbox({ url: "ftp://h:1" }), /want http:\/\/HOST:PORT/);
+    assert.throws(() => new Sandbox({ url: "http://h:1", caFile: "/ca.pem" }), /not https/);
+    assert.throws(() => new Sandbox({ url: "http://h:1", apiKey: "a\nb" }), /line break/);
+    assert.throws(() => new Sandbox({ socketPath: "/s", caFile: "/ca.pem" }), /need a url/);
   });
 });
 
