@@ -337,6 +337,10 @@ class Offline(unittest.TestCase):
         self.assertEqual([r.formats() for r in groups],
                          [["png"], ["png"], ["text", "html"], ["text"], ["jpeg"], ["html", "svg"], ["png", "jpeg"]])
         self.assertEqual(groups[4]._repr_jpeg_(), b"\x00")
+        # Types in any order group as one object, up to its text/plain.
+        md, latex = {"mime": "text/markdown", "data": "**x**"}, {"mime": "text/latex", "data": "$x$"}
+        self.assertEqual([r.formats() for r in sandboxd.models.group_displays([md, latex, svg, html, plain, latex, md])],
+                         [["text", "html", "markdown", "latex", "svg"], ["markdown", "latex"]])
 
 
 if __name__ == "__main__":

@@ -23,14 +23,13 @@ export const MIME_FIELDS = {
 
 type Field = (typeof MIME_FIELDS)[keyof typeof MIME_FIELDS];
 
-// The order in which the kernel sends one object's representations
-// (docs/KERNELS.md: png, svg, html, json, then text/plain unless an image
-// was sent). A display whose rank is not above the previous one's starts
-// the next object; so does anything but a bitmap after a bitmap.
-const RANK: Record<string, number> = {
-  "image/png": 0, "image/jpeg": 1, "image/svg+xml": 2, "text/html": 3, "text/markdown": 4,
-  "text/latex": 5, "application/json": 6, "application/javascript": 7, "text/plain": 8,
-};
+// The kernel sends one object's representations in a row (docs/KERNELS.md:
+// png, svg, html, json, then text/plain unless an image was sent), so
+// text/plain ends an object; a type seen again starts the next one; and
+// bitmaps (sent first, with no text/plain after them) are kept apart from
+// the other types, so that a chart and a table after it stay two results.
+// Nothing depends on the order of the other types, so types the kernel may
+// add later group with their object wherever it puts them.
 const BITMAPS = new Set(["image/png", "image/jpeg"]);
 
 /** One chunk of stdout or stderr, as it was streamed. */
@@ -108,18 +107,17 @@ export class Result {
 /** Groups the API's displays (one per representation) into one Result per displayed object. */
 export function groupDisplays(displays: Display[]): Result[] {
   const groups: Display[][] = [];
-  let last = -1;
-  let hadBitmap = false;
+  let seen = new Set<string>();
+  let closed = true;
   for (const d of displays) {
-    const rank = RANK[d.mime] ?? Object.keys(RANK).length;
     const bitmap = BITMAPS.has(d.mime);
-    if (groups.length === 0 || rank <= last || (hadBitmap && !bitmap)) {
+    if (closed || seen.has(d.mime) || bitmap !== BITMAPS.has(groups[groups.length - 1][0].mime)) {
       groups.push([]);
-      hadBitmap = false;
+      seen = new Set();
     }
     groups[groups.length - 1].push(d);
-    last = rank;
-    hadBitmap ||= bitmap;
+    seen.add(d.mime);
+    closed = d.mime === "text/plain";
   }
   return groups.map((g) => new Result(g));
 }

@@ -300,5 +300,9 @@ describe("models", () => {
     assert.deepEqual(groups[4].jpegBytes(), Buffer.from([0]));
     assert.equal(groups[7].markdown, "**x**");
     assert.equal(groups[7].extra["x/new"], 1);
+    // Types in any order group as one object, up to its text/plain.
+    const latex: Display = { mime: "text/latex", data: "$x$" };
+    assert.deepEqual(groupDisplays([md, latex, svg, html, plain, latex, md]).map((r) => r.formats()),
+      [["text", "html", "markdown", "latex", "svg"], ["markdown", "latex"]]);
   });
 });

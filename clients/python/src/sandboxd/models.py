@@ -27,15 +27,13 @@ MIME_ATTRS: Dict[str, str] = {
     "application/javascript": "javascript",
 }
 
-# The order in which the kernel sends one object's representations (docs/
-# KERNELS.md: png, svg, html, json, then text/plain unless an image was
-# sent); markdown and latex sit where IPython puts them. A display whose
-# rank is not above the previous one's starts the next object.
-_RANK = {"image/png": 0, "image/jpeg": 1, "image/svg+xml": 2, "text/html": 3, "text/markdown": 4,
-         "text/latex": 5, "application/json": 6, "application/javascript": 7, "text/plain": 8}
-# The kernel sends no text/plain for an object it sent a bitmap of, and
-# objects with a bitmap and a text form are rare: after a bitmap, anything
-# but another bitmap starts the next object (a chart, then a table).
+# The kernel sends one object's representations in a row (docs/KERNELS.md:
+# png, svg, html, json, then text/plain unless an image was sent), so
+# text/plain ends an object; a type seen again starts the next one; and
+# bitmaps (sent first, with no text/plain after them) are kept apart from
+# the other types, so that a chart and a table after it stay two results.
+# Nothing depends on the order of the other types, so types the kernel may
+# add later group with their object wherever it puts them.
 _BITMAPS = ("image/png", "image/jpeg")
 
 
@@ -169,23 +167,22 @@ class Result:
 def group_displays(displays: List[Dict[str, Any]]) -> List[Result]:
     """Groups the answer's displays into one Result per displayed object.
 
-    The API sends each representation as its own display, in the kernel's
-    order; a representation that does not come later in that order than the
-    previous one, or anything but a bitmap after a bitmap, starts a new
-    object.
+    The API sends each representation as its own display; an object's run
+    ends at text/plain, at a type seen again, or where bitmaps and other
+    types meet.
     """
     groups: List[List[Dict[str, Any]]] = []
-    last = -1
-    had_bitmap = False
+    seen: set = set()
+    closed = True
     for d in displays:
         mime = str(d.get("mime", ""))
-        rank = _RANK.get(mime, len(_RANK))
         bitmap = mime in _BITMAPS
-        if not groups or rank <= last or (had_bitmap and not bitmap):
+        if closed or mime in seen or (bitmap != (groups[-1][0].get("mime") in _BITMAPS)):
             groups.append([])
-            had_bitmap = False
+            seen = set()
         groups[-1].append(d)
-        last, had_bitmap = rank, had_bitmap or bitmap
+        seen.add(mime)
+        closed = mime == "text/plain"
     return [Result(g) for g in groups]
 
 
