@@ -11,14 +11,11 @@ need=()
 for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make systemd apparmor python3-matplotlib python3-pandas python3-numpy python3-requests python3-pip; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
+# python3-venv: the Python SDK's tests (clients/python) install it into a venv.
+dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'install ok installed' || need+=(python3-venv)
 # The python-datascience environment (scripts/environments.sh) and its CJK
 # fonts, unless SANDBOXD_ENVIRONMENTS=minimal. pypdf is python3-pypdf on
 # Debian 12 (3.4.1; python3-pypdf2 is the older PyPDF2).
-# python3-venv and npm: the SDK tests (clients/) install the Python SDK into a
-# venv and the TypeScript SDK's compiler with npm ci. A Node.js that bundles
-# npm (NodeSource's) needs no Debian npm package.
-dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'install ok installed' || need+=(python3-venv)
-command -v npm >/dev/null || need+=(npm)
 if [ "${SANDBOXD_ENVIRONMENTS:-datascience}" != minimal ]; then
   for pkg in python3-scipy python3-sklearn python3-seaborn python3-plotly python3-openpyxl python3-xlsxwriter python3-docx python3-reportlab python3-pypdf weasyprint python3-pil fonts-noto-cjk; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
