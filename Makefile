@@ -14,7 +14,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration race lint bench load deps node-deps clean vet check-deploy k8s-schemas fuzz
+.PHONY: all build run install test unit integration race lint bench load deps node-deps clean vet check-deploy k8s-schemas fuzz clients
 
 all: build
 
@@ -56,9 +56,10 @@ bin/tools/versitygw:
 	GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 # The npm packages the tests drive sandboxd with (the official MCP SDK
-# client in mcp/sdktest), from each directory's lockfile. npm ci runs again
-# only when a lockfile changed since the last install (a stamp beside it).
-NODE_TEST_DIRS := mcp/sdktest
+# client in mcp/sdktest; the TypeScript SDK's compiler in clients/typescript),
+# from each directory's lockfile. npm ci runs again only when a lockfile
+# changed since the last install (a stamp beside it).
+NODE_TEST_DIRS := mcp/sdktest clients/typescript
 node-deps:
 	@command -v npm >/dev/null || { echo "node-deps: installing npm"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
 	@set -e; for d in $(NODE_TEST_DIRS); do \
@@ -67,6 +68,12 @@ node-deps:
 	    cp $$d/package-lock.json $$d/node_modules/.sandboxd-lock-stamp; \
 	  fi; \
 	done
+
+# The SDKs (clients/): tsc builds the TypeScript SDK's dist/. The Python SDK
+# needs no build step: integration/clients_test.go pip-installs it into a
+# fresh venv, offline (its build backend is in the tree).
+clients: node-deps
+	cd clients/typescript && npm run --silent build
 
 install: build
 	scripts/install.sh
@@ -78,13 +85,13 @@ run:
 # Integration tests run the real supervisor as a real non-root user against
 # the real helper with real file capabilities; they need root to set that up
 # and fail (never skip) under CI=true. `deps` installs only what is missing.
-test: deps tools build node-deps vet lint race check-deploy
+test: deps tools build node-deps clients vet lint race check-deploy
 	$(GO) test -count=1 -timeout 20m ./...
 
 unit: tools
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
-integration: tools build node-deps
+integration: tools build node-deps clients
 	$(GO) test -count=1 -v -timeout 20m ./integration/...
 
 # golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and
@@ -127,7 +134,7 @@ load: deps build
 	$(GO) test -tags load -count=1 -run '^TestLoad$$' -v -timeout 40m ./integration/
 
 clean:
-	rm -rf bin
+	rm -rf bin clients/typescript/dist
 
 FORCE:
 

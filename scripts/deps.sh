@@ -11,6 +11,8 @@ need=()
 for pkg in bubblewrap libseccomp-dev libseccomp2 libcap2-bin python3 nodejs gcc libc6-dev util-linux make systemd apparmor python3-matplotlib python3-pandas python3-numpy python3-requests python3-pip; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
+# python3-venv: the Python SDK's tests (clients/python) install it into a venv.
+dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'install ok installed' || need+=(python3-venv)
 # The python-datascience environment (scripts/environments.sh) and its CJK
 # fonts, unless SANDBOXD_ENVIRONMENTS=minimal. pypdf is python3-pypdf on
 # Debian 12 (3.4.1; python3-pypdf2 is the older PyPDF2).
