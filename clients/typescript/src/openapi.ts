@@ -40,14 +40,16 @@ export type Connection = {
 
 export type Display = {
   /**
-   * A string (text types, SVG) or an object (application/json).
+   * A string (text/plain, text/html, text/markdown, text/latex,
+   * image/svg+xml) or an object (application/json,
+   * application/vnd.plotly.v1+json: a plotly figure).
    */
   data?: unknown;
   /**
-   * image/png only.
+   * image/png and image/jpeg only.
    */
   data_base64?: string;
-  mime: "image/png" | "image/svg+xml" | "text/html" | "text/plain" | "application/json";
+  mime: "image/png" | "image/jpeg" | "image/svg+xml" | "text/html" | "text/markdown" | "text/latex" | "text/plain" | "application/json" | "application/vnd.plotly.v1+json";
 };
 
 export type Environment = {
@@ -218,7 +220,9 @@ export type ExecRequest = {
    * base name replaces the base value. Names: [A-Za-z_][A-Za-z0-9_]*,
    * at most 256 bytes, not starting with LD_ or SANDBOXD_
    * (case-sensitive). Values: at most 32768 bytes, no NUL. Violations:
-   * 400 invalid_argument.
+   * 400 invalid_argument. In a session's kernel the env is set for
+   * that exec only and the kernel's own environment restored after
+   * it.
    */
   env?: Record<string, string>;
   /**
@@ -244,7 +248,8 @@ export type ExecRequest = {
   inputs?: Record<string, unknown> | null;
   /**
    * Case-sensitive. shell runs the code with /bin/sh -c semantics
-   * (bash where the host has it), in process mode only.
+   * (bash where the host has it), in process mode only. Any other
+   * value, typescript included, is 400 invalid_argument.
    */
   language: "python" | "javascript" | "shell";
   /**
