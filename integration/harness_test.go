@@ -210,8 +210,8 @@ func (in *installation) delegateCgroups() error {
 		return fmt.Errorf("cgroup v1 hierarchies (this host is expected to have them): %w", err)
 	}
 	in.cgroupParent = "sandboxd-it-" + randID()
-	for _, c := range cgroup.Controllers {
-		dir := filepath.Join(own[c], in.cgroupParent)
+	for _, d := range own {
+		dir := filepath.Join(d, in.cgroupParent)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
