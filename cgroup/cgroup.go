@@ -347,12 +347,20 @@ func writeFile(path, value string) error {
 }
 
 // Rename gives the cgroup a new name in the same delegated directory (a
-// pre-started helper's cgroup becomes its exec's): rename(2) of a cgroup
-// directory moves no process, so it is cheap on v1 too. On failure the
-// directories already renamed keep their new name and e follows them.
+// pre-started helper's cgroup becomes its exec's). On v1 it is rename(2)
+// of each directory, which moves no process, so it is cheap. cgroup v2
+// has no rename (its kernfs operations offer none: EPERM), so there the
+// cgroup id is made afresh, every process of the old one moved into it
+// (for a pooled helper, the helper alone: it starts nothing before its
+// release) and the old one removed; its limits are the caller's to set
+// (SetLimits) as after a v1 rename. On failure e names whichever cgroup
+// holds the processes, so that KillAll and Remove still find them.
 func (e *Exec) Rename(id string) error {
 	if err := validName(id); err != nil {
 		return err
+	}
+	if e.mode == ModeV2 {
+		return e.renameV2(id)
 	}
 	for c, dir := range e.dirs {
 		to := filepath.Join(filepath.Dir(dir), id)
@@ -360,6 +368,28 @@ func (e *Exec) Rename(id string) error {
 			return fmt.Errorf("rename cgroup %s to %s: %w", dir, id, err)
 		}
 		e.dirs[c] = to
+	}
+	return nil
+}
+
+// renameV2 is Rename on cgroup v2: mkdir, move, rmdir.
+func (e *Exec) renameV2(id string) error {
+	from := e.dirs[""]
+	to := filepath.Join(filepath.Dir(from), id)
+	if err := os.Mkdir(to, 0o755); err != nil {
+		return fmt.Errorf("create cgroup %s (for %s): %w", to, from, err)
+	}
+	for _, pid := range e.Procs() {
+		if err := writeFile(filepath.Join(to, "cgroup.procs"), strconv.Itoa(pid)); err != nil && !errors.Is(err, syscall.ESRCH) {
+			_ = syscall.Rmdir(to) // fails while a process moved already: then e stays at from, and KillAll finds the rest
+			return fmt.Errorf("move pid %d from %s into %s: %w", pid, from, to, err)
+		}
+	}
+	e.closePeak()
+	e.dirs[""] = to
+	old := &Exec{mode: ModeV2, dirs: map[string]string{"": from}}
+	if err := old.Remove(); err != nil {
+		return fmt.Errorf("remove the renamed cgroup: %w", err)
 	}
 	return nil
 }

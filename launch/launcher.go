@@ -402,9 +402,11 @@ type helperIO struct {
 }
 
 // claimCgroup gives a pre-started helper's cgroup the exec's id (named by
-// its exec from here on, like a cgroup made for it) and limits. It runs in
-// place, before the release byte: the helper may already be reading its
-// spec, but it cannot start bwrap before the limits hold.
+// its exec from here on, like a cgroup made for it) and limits: a rename
+// on v1; on v2, which has no cgroup rename, a cgroup made for the exec
+// and the helper moved into it (cgroup.Exec.Rename). It runs in place,
+// before the release byte: the helper may already be reading its spec,
+// but it cannot start bwrap before the limits hold.
 func (h *HelperLauncher) claimCgroup(hp *helperProc, req Request) error {
 	if !hp.pooled || hp.cg == nil {
 		return nil
