@@ -32,11 +32,15 @@ const LeafName = "supervisor"
 //   - creates the parent directory for exec cgroups and enables the same
 //     controllers there.
 //
-// It changes nothing on a v1 or hybrid host, or where the v2 root is not
-// delegated to h.UID; Detect then says why. Where the root is delegated
-// but a step fails, the reason Detect gives is prefixed with that step.
+// On v1 hierarchies it only creates the parent directory below the
+// process's own cgroup where that cgroup is owned by h.UID (systemd's
+// Delegate=yes on a hybrid host chowns it); otherwise the operator made it
+// (sandboxctl admin delegate-cgroups) or nothing is delegated, and Detect
+// says why. Where the v2 root is delegated but a step fails, the reason
+// Detect gives is prefixed with that step.
 func Setup(h Host, parent string) *Manager {
 	h = h.withDefaults()
+	prepareV1(h, parent)
 	dir, err := prepareV2(h, parent)
 	if err == nil {
 		return &Manager{mode: ModeV2, dirs: map[string]string{"": dir},
@@ -106,6 +110,31 @@ func prepareV2(h Host, parent string) (string, error) {
 	}
 	dir := filepath.Join(root, parent)
 	return dir, enableBelow(root, dir)
+}
+
+// prepareV1 creates parent below the process's own cgroup in each v1
+// hierarchy whose cgroup is owned by h.UID. Errors are Detect's to report.
+func prepareV1(h Host, parent string) {
+	if validName(parent) != nil {
+		return
+	}
+	own, err := parseProcCgroup(filepath.Join(h.ProcSelf, "cgroup"))
+	if err != nil {
+		return
+	}
+	mounts, err := parseCgroupMounts(filepath.Join(h.ProcSelf, "mountinfo"))
+	if err != nil {
+		return
+	}
+	for _, c := range append(append([]string{}, Controllers...), "cpuacct") {
+		mnt, ok := mounts[c]
+		if !ok {
+			continue
+		}
+		if dir := filepath.Join(mnt, own[c]); usable(dir, h.UID) == nil {
+			_ = os.Mkdir(filepath.Join(dir, parent), 0o755)
+		}
+	}
 }
 
 // moveToLeaf creates root/LeafName and moves every process of root into

@@ -219,3 +219,25 @@ func TestV1UsageFiles(t *testing.T) {
 		t.Errorf("usage %+v: CPU known without cpuacct.usage", u)
 	}
 }
+
+// A hybrid host under systemd Delegate=yes: the unit's v1 cgroups are the
+// service user's, so Setup makes the parent in each and Detect finds v1.
+func TestSetupV1Delegated(t *testing.T) {
+	h, root := fakeHost(t, "", true)
+	for _, c := range Controllers {
+		if err := os.Remove(filepath.Join(root, c, "svc", "sandboxd")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := Setup(h, "sandboxd")
+	if m.Mode() != ModeV1 || m.Dirs()["memory"] != filepath.Join(root, "memory", "svc", "sandboxd") {
+		t.Fatalf("mode %s dirs %v: %s", m.Mode(), m.Dirs(), m.Reason())
+	}
+	h.UID++
+	for _, c := range Controllers {
+		_ = os.Remove(filepath.Join(root, c, "svc", "sandboxd"))
+	}
+	if m := Setup(h, "sandboxd"); m.Mode() != ModeNone {
+		t.Fatalf("made a parent in cgroups not delegated to it: mode %s %v", m.Mode(), m.Dirs())
+	}
+}
