@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -61,7 +60,7 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 	if t.Connect {
 		e.tunnel(ctx, c, br, t, up, &rec)
 	} else {
-		e.forward(ctx, c, br, req, up, &rec)
+		e.forward(ctx, c, br, req, t, up, &rec)
 	}
 	e.finish(rec)
 }
@@ -205,16 +204,24 @@ func readClientHello(br *bufio.Reader) ([]byte, error) {
 // checkSNI refuses a ClientHello whose server name is missing or differs
 // from the CONNECT host: otherwise an allowed CONNECT host could carry a
 // TLS session to another name served by the same address (domain fronting
-// through a shared CDN front).
+// through a shared CDN front). The name must be a valid ASCII host name and
+// is compared after ASCII lower-casing only: Unicode case folding would
+// let "\u212aey.example" (KELVIN SIGN) pass for key.example. A hello whose
+// real name is encrypted (ECH, ESNI) is refused: its outer name proves
+// nothing.
 func checkSNI(rec []byte, host string) error {
 	sni, err := ParseSNI(rec)
+	if errors.Is(err, ErrEncryptedHello) {
+		return refuse("TLS %v; the proxy allows only names it can check (turn ECH off in the client)", err)
+	}
 	if err != nil {
 		return refuse("TLS ClientHello: %v", err)
 	}
 	if sni == "" {
 		return refuse("TLS ClientHello has no server name (SNI); it must name %s", host)
 	}
-	if !strings.EqualFold(strings.TrimSuffix(sni, "."), host) {
+	name, err := NormalizeHost(sni)
+	if err != nil || name != host {
 		return refuse("TLS server name %q does not match the CONNECT host %s", trunc(sni), host)
 	}
 	return nil
@@ -222,7 +229,7 @@ func checkSNI(rec []byte, host string) error {
 
 // forward sends one plain-HTTP request upstream (origin form, Connection:
 // close) and relays the response until upstream closes.
-func (e *Exec) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *http.Request, up upstream, rec *Record) {
+func (e *Exec) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *http.Request, t Target, up upstream, rec *Record) {
 	c.SetReadDeadline(time.Time{})
 	u, err := e.dial(ctx, up)
 	if err != nil {
@@ -234,7 +241,7 @@ func (e *Exec) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *h
 	stop := context.AfterFunc(ctx, func() { u.Close() })
 	defer stop()
 	out := &budgetWriter{e: e, w: u, n: &rec.BytesOut}
-	if err := forwardable(req).Write(out); err != nil {
+	if err := forwardable(req, t).Write(out); err != nil {
 		rec.Reason += "; request: " + err.Error()
 		return
 	}
