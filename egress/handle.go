@@ -42,8 +42,12 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 	t, err := ParseTarget(req)
 	rec.Host, rec.Port = t.Host, t.Port
 	var addr netip.Addr
+	var via netip.Prefix
 	if err == nil {
-		addr, rec.Reason, err = e.check(ctx, t)
+		addr, rec.Reason, via, err = e.check(ctx, t)
+	}
+	if via.IsValid() {
+		rec.AllowNet = via.String()
 	}
 	if addr.IsValid() {
 		rec.Address = addr.String()
@@ -67,35 +71,45 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 
 // check decides whether t may be reached: the allowlist first (no lookup
 // for a name that is not allowed), then one resolution whose every answer
-// must be public. It returns the address to dial — exactly the one it
-// checked — and the rule that allowed it.
-func (e *Exec) check(ctx context.Context, t Target) (netip.Addr, string, error) {
+// must be admitted (judge). It returns the address to dial — exactly the
+// one it checked — and what allowed it: the rule, and the opted-in range
+// when the address is not public.
+func (e *Exec) check(ctx context.Context, t Target) (netip.Addr, string, netip.Prefix, error) {
+	var none netip.Prefix
 	rule, ok := e.p.cfg.Allow.Match(t.Host, t.Port)
 	if !ok {
-		return netip.Addr{}, "", refuse("%s:%d is not on the operator's egress allowlist", t.Host, t.Port)
+		return netip.Addr{}, "", none, refuse("%s:%d is not on the operator's egress allowlist", t.Host, t.Port)
 	}
 	addrs, err := e.resolve(ctx, t.Host)
 	if err != nil {
-		return netip.Addr{}, "", refuse("%s does not resolve: %v", t.Host, err)
+		return netip.Addr{}, "", none, refuse("%s does not resolve: %v", t.Host, err)
 	}
 	if len(addrs) == 0 {
-		return netip.Addr{}, "", refuse("%s has no address", t.Host)
+		return netip.Addr{}, "", none, refuse("%s has no address", t.Host)
 	}
-	for _, a := range addrs {
-		if why := e.refusal(a); why != "" {
-			// Any non-public answer refuses the name: a resolver that mixes
+	// Read per connection: an address the host gained since start is
+	// refused at once. Unreadable, nothing is reached (fail closed).
+	local, err := e.p.cfg.LocalAddrs()
+	if err != nil {
+		return netip.Addr{}, "", none, refuse("cannot tell the host's own addresses apart: %v", err)
+	}
+	var via netip.Prefix
+	for i, a := range addrs {
+		v := e.judge(a, local)
+		if v.why != "" {
+			// Any refused answer refuses the name: a resolver that mixes
 			// public and private answers is an attack, not a fallback.
-			return a, "", refuse("%s resolves to %s, a %s: not reachable through egress", t.Host, a, why)
+			return a, "", none, refuse("%s resolves to %s, a %s: not reachable through egress", t.Host, a, v.why)
+		}
+		if i == 0 {
+			via = v.via
 		}
 	}
-	return addrs[0].Unmap(), "allowed by " + rule.String(), nil
-}
-
-func (e *Exec) refusal(a netip.Addr) string {
-	if e.p.cfg.TestOnly.publicLoopback(a) {
-		return ""
+	reason := "allowed by " + rule.String()
+	if via.IsValid() {
+		reason += " into " + via.String() + " (--egress-allow-net)"
 	}
-	return Refusal(a)
+	return addrs[0].Unmap(), reason, via, nil
 }
 
 // resolve looks host up once. With the TESTONLY resolver map, successive

@@ -254,6 +254,11 @@ type Config struct {
 	// files.pythonhosted.org:443,*.npmjs.org"); empty: no exec may use
 	// network "egress". Package egress parses and enforces it.
 	EgressAllow string
+	// EgressAllowNets are the special-purpose ranges (CIDR) an allowlisted
+	// name may resolve into (--egress-allow-net: an internal package
+	// mirror on 10.x). Never loopback, link-local, multicast, unspecified
+	// or one of the host's own addresses; IP literals stay refused.
+	EgressAllowNets []string
 	// EgressAllowUIDs are the callers (uids) that may ask for network
 	// "egress"; nobody else may, whatever the allowlist says.
 	EgressAllowUIDs []int
@@ -456,6 +461,7 @@ func settings() []setting {
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
 		{"egress-allow", "egress allowlist: comma list of host, host:port, *.domain (no port: 80 and 443); empty (default): no egress", func(c *Config) flag.Value { return (*stringValue)(&c.EgressAllow) }},
+		{"egress-allow-net", "CIDR range an allowlisted name may resolve into although it is not public, e.g. an internal package mirror's 10.20.0.0/16 (repeatable or comma list); IP literals stay refused; loopback, link-local, multicast, unspecified and the host's own addresses are refused at start; empty (default): public addresses only", func(c *Config) flag.Value { return &wordListValue{p: &c.EgressAllowNets} }},
 		{"egress-allow-uid", "uid that may ask for network \"egress\" (repeatable or comma list); nobody by default", func(c *Config) flag.Value { return &idListValue{p: &c.EgressAllowUIDs} }},
 		{"egress-max-conns", "most egress connection attempts per exec", func(c *Config) flag.Value { return (*intValue)(&c.EgressMaxConns) }},
 		{"egress-max-bytes", "most egress bytes per exec, both ways (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.EgressMaxBytes) }},
@@ -597,6 +603,12 @@ func (c Config) validateEgress(bad badFunc) {
 		// One phrase for every bad list (docs/CONFIG.md shows it); the
 		// supervisor's own parse at start names the entry.
 		bad("egress-allow", "want a comma list of host names, each optionally *.-prefixed and :port-suffixed (no IP literals)")
+	}
+	if _, err := egress.ParseAllowNets(c.EgressAllowNets); err != nil {
+		bad("egress-allow-net", "%v", err)
+	}
+	if len(c.EgressAllowNets) > 0 && c.EgressAllow == "" {
+		bad("egress-allow-net", "is set but --egress-allow is empty: a range admits only names on the allowlist")
 	}
 	if c.EgressMaxConns < 1 || c.EgressMaxConns > 100_000 {
 		bad("egress-max-conns", "%d is outside 1..100000", c.EgressMaxConns)
