@@ -33,6 +33,13 @@ type S3Config struct {
 	// and versitygw need it; AWS takes both).
 	VirtualHosted bool
 	SpoolDir      string // local directory for the streamed spool files
+	// MaxBytes is the largest object Get downloads (<= 0: no cap besides
+	// the object's recorded size): the supervisor passes the smaller of
+	// the largest archive it ever writes and the archive bytes one caller
+	// may keep, so an object planted in the bucket (by another writer, or
+	// under a bucket an admin switched to) can never fill the spool
+	// directory's file system.
+	MaxBytes int64
 	// Timeout bounds one transfer (put or get); metadata calls get
 	// MetaTimeout. S3 slow or down costs at most this much, never a request.
 	Timeout     time.Duration
@@ -47,8 +54,10 @@ type S3Config struct {
 // Put spools the archive to a local file (hashing it on the way), then
 // uploads it with its size and sha256: S3 makes an object visible only
 // once its upload completed, so an interrupted upload leaves the earlier
-// archive, never a partial one. Get downloads to a spool file, verifies
-// size and sha256, then hands it out.
+// archive, never a partial one. Get refuses an object whose recorded size
+// is over MaxBytes before downloading a byte, downloads at most one byte
+// more than that size to a spool file, verifies size and sha256, then
+// hands it out.
 type S3 struct {
 	cfg     S3Config
 	client  *minio.Client
@@ -168,7 +177,7 @@ func (s *S3) scrub(op string, k Key, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrChecksum) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrChecksum) || errors.Is(err, ErrTooLarge) {
 		return err
 	}
 	msg := err.Error()
@@ -226,6 +235,9 @@ func (s *S3) Get(ctx context.Context, k Key) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.MaxBytes > 0 && st.Size > s.cfg.MaxBytes {
+		return nil, fmt.Errorf("archive %s: %d bytes stored, over the %d bytes an archive may have: %w", k.rel(), st.Size, s.cfg.MaxBytes, ErrTooLarge)
+	}
 	f, err := os.CreateTemp(s.cfg.SpoolDir, "get-*.tar")
 	if err != nil {
 		return nil, fmt.Errorf("archive: spool: %w", err)
@@ -244,7 +256,9 @@ func (s *S3) Get(ctx context.Context, k Key) (*Reader, error) {
 		return nil, s.scrub("get", k, err)
 	}
 	hw := newHashWriter(f)
-	_, err = io.Copy(hw, obj)
+	// One byte past the recorded size is enough to tell a body that does
+	// not match it (verify below); a server that sends more is not read.
+	_, err = io.Copy(hw, io.LimitReader(obj, st.Size+1))
 	_ = obj.Close()
 	if err != nil {
 		_ = release()

@@ -351,6 +351,21 @@ func (c Config) ArchiveLocalDir() string {
 	return filepath.Join(c.StateDir, "archives")
 }
 
+// ArchiveRestoreMaxBytes is the largest stored object a restore downloads:
+// the smaller of --archive-max-bytes (no archive the supervisor writes is
+// larger) and --archive-caller-max-bytes (no caller keeps more); 0 when
+// neither is set. Anything larger was not written by this supervisor as
+// configured and is refused before a byte of it is read.
+func (c Config) ArchiveRestoreMaxBytes() int64 {
+	var out int64
+	for _, v := range []int64{c.ArchiveMaxBytes, c.ArchiveCallerMaxBytes} {
+		if v > 0 && (out == 0 || v < out) {
+			out = v
+		}
+	}
+	return out
+}
+
 func (c Config) validateS3(bad badFunc) {
 	for _, b := range c.AdminArchiveBackends {
 		if b != "local" && b != "s3" && b != "none" {

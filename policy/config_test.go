@@ -378,3 +378,18 @@ func TestEgressAllowNet(t *testing.T) {
 		}
 	}
 }
+
+func TestArchiveRestoreMaxBytes(t *testing.T) {
+	for _, tc := range []struct{ archive, caller, want int64 }{
+		{200 << 20, 1 << 30, 200 << 20},
+		{200 << 20, 0, 200 << 20},
+		{0, 1 << 20, 1 << 20},
+		{0, 0, 0},
+		{2 << 30, 1 << 30, 1 << 30},
+	} {
+		c := Config{ArchiveMaxBytes: tc.archive, ArchiveCallerMaxBytes: tc.caller}
+		if got := c.ArchiveRestoreMaxBytes(); got != tc.want {
+			t.Errorf("max %d, caller %d: %d, want %d", tc.archive, tc.caller, got, tc.want)
+		}
+	}
+}
