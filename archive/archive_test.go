@@ -541,3 +541,42 @@ func TestS3GetRefusesOversized(t *testing.T) {
 	}
 	r.Close()
 }
+
+// TestS3CredentialsFileChecked: the credentials file must be a regular
+// file of root or the service user with no access for group or others, as
+// the API keys file; anything else is refused, naming the fix.
+func TestS3CredentialsFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(file, []byte("[default]\naws_access_key_id = AKTEST\naws_secret_access_key = SKTEST\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := func() error {
+		_, err := archive.OpenS3(context.Background(), archive.S3Config{Endpoint: "http://127.0.0.1:9", Bucket: "b",
+			CredentialsFile: file, SpoolDir: filepath.Join(dir, "spool")})
+		return err
+	}
+	if err := open(); err != nil || !archive.HasCredentials(file) {
+		t.Fatalf("a 0600 credentials file: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		if err := os.Chmod(file, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := open(); err == nil || !strings.Contains(err.Error(), "group and others must have no access") {
+			t.Errorf("mode %04o: OpenS3 = %v, want it refused", mode, err)
+		}
+		if archive.HasCredentials(file) {
+			t.Errorf("mode %04o: HasCredentials true", mode)
+		}
+	}
+	os.Chmod(file, 0o600)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := archive.OpenS3(context.Background(), archive.S3Config{Endpoint: "http://127.0.0.1:9", Bucket: "b",
+		CredentialsFile: link, SpoolDir: filepath.Join(dir, "spool")}); err == nil {
+		t.Error("a credentials file reached through a symbolic link was accepted")
+	}
+}

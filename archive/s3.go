@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/internal/secretfile"
 )
 
 // S3Config configures the S3 backend. Credentials come from
@@ -139,15 +140,22 @@ var ErrNoCredentials error = errdefs.New(errdefs.ErrInvalid,
 
 // readCredentials reads the operator's credentials: file (the AWS
 // shared-credentials format, profile "default") or, when file is "", the
-// environment. A missing file or key is ErrNoCredentials.
+// environment. A missing file or key is ErrNoCredentials, and so is a file
+// that is not a regular file owned by root or the service user with no
+// access for group or others.
 func readCredentials(file string) (credentials.Value, error) {
 	var creds *credentials.Credentials
 	if file != "" {
-		if _, err := os.Stat(file); err != nil {
-			// Both wrapped: the cause (a missing or unreadable file)
-			// and the class the settings check answers 400 with.
-			return credentials.Value{}, fmt.Errorf("archive: s3 credentials file: %w: %w", err, ErrNoCredentials)
+		// The API keys file's rule (package secretfile): the file holds
+		// the secret every archive is signed with.
+		f, err := secretfile.Open(file, "s3 credentials file", os.Geteuid())
+		if err != nil {
+			// Both wrapped: the cause (a missing, unreadable or
+			// too open file) and the class the settings check
+			// answers 400 with.
+			return credentials.Value{}, fmt.Errorf("archive: %w: %w", err, ErrNoCredentials)
 		}
+		_ = f.Close()
 		creds = credentials.NewFileAWSCredentials(file, "default")
 	} else {
 		creds = credentials.NewEnvAWS()
