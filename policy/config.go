@@ -223,6 +223,9 @@ type Config struct {
 	// them.
 	AdminArchiveBackends []string
 	AdminS3Endpoints     []string
+	// AdminS3Buckets are the buckets an admin may choose besides
+	// --s3-bucket: on a shared endpoint the bucket is the destination.
+	AdminS3Buckets []string
 	// S3Timeout bounds one archive transfer; S3 slow or down never holds a
 	// delete longer.
 	S3Timeout time.Duration
@@ -377,6 +380,11 @@ func (c Config) validateS3(bad badFunc) {
 			bad("admin-s3-endpoint", "%v", err)
 		}
 	}
+	for _, b := range c.AdminS3Buckets {
+		if err := CheckS3Bucket(b); err != nil {
+			bad("admin-s3-bucket", "%v", err)
+		}
+	}
 	switch c.ArchiveBackend {
 	case "local", "none":
 		return
@@ -459,6 +467,7 @@ func settings() []setting {
 		{"s3-path-style", "address the S3 bucket in the path (MinIO, Ceph RGW, versitygw); false: virtual-hosted bucket names", func(c *Config) flag.Value { return (*boolValue)(&c.S3PathStyle) }},
 		{"admin-archive-backends", "archive backends an admin may switch to over the API (local, s3, none; comma list); empty: --archive-backend and none", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminArchiveBackends} }},
 		{"admin-s3-endpoint", "S3 endpoint an admin may choose over the API besides --s3-endpoint (repeatable or comma list); credentials stay the operator's", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminS3Endpoints} }},
+		{"admin-s3-bucket", "S3 bucket an admin may choose over the API besides --s3-bucket (repeatable or comma list); on a shared endpoint the bucket is where archives go, so no other is accepted", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminS3Buckets} }},
 		{"s3-timeout", "longest one archive transfer to or from S3 may take (Go duration)", func(c *Config) flag.Value { return (*durationValue)(&c.S3Timeout) }},
 		{"archive-max-bytes", "largest session archive; a larger one is skipped (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveMaxBytes) }},
 		{"archive-retention", "remove archives not written or restored for this long, at start and hourly (Go duration or Nd days); 0 keeps them", func(c *Config) flag.Value { return (*durationValue)(&c.ArchiveRetention) }},

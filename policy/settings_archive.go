@@ -9,13 +9,16 @@ import (
 	"strings"
 )
 
-// The archive live settings: the backend and its S3
-// parameters. The operator's caps are two lists: the backends an admin may
-// choose (--admin-archive-backends; by default the operator's backend and
-// none) and the S3 endpoints (--s3-endpoint and --admin-s3-endpoint). An
-// endpoint is where every archived workspace goes and what the operator's
-// credentials sign for, so an admin can never send archives to a server
-// the operator did not name. Bucket, region, prefix and addressing are the
+// The archive live settings: the backend and its S3 parameters. The
+// operator's caps are three lists: the backends an admin may choose
+// (--admin-archive-backends; by default the operator's backend and none),
+// the S3 endpoints (--s3-endpoint and --admin-s3-endpoint) and the buckets
+// (--s3-bucket and --admin-s3-bucket). An endpoint is where every archived
+// workspace goes and what the operator's credentials sign for; on a shared
+// endpoint (AWS, GCS interop, a hosted MinIO) the bucket is the
+// destination just as much, since another party's bucket may accept the
+// operator's signature. So an admin can never send archives to a server or
+// a bucket the operator did not name. Region, prefix and addressing are the
 // admin's, checked as strictly as the flags. Credentials are not a setting:
 // they come from the operator's file or environment, never from a request.
 
@@ -43,7 +46,7 @@ func s3Settings() []s3Setting {
 	return []s3Setting{
 		{SettingS3Endpoint, "s3-endpoint", false, checkEndpointAllowed,
 			func(c Config) string { return c.S3Endpoint }, func(c *Config, v string) { c.S3Endpoint = v }},
-		{SettingS3Bucket, "s3-bucket", false, func(_ Config, v string) error { return CheckS3Bucket(v) },
+		{SettingS3Bucket, "s3-bucket", false, checkBucketAllowed,
 			func(c Config) string { return c.S3Bucket }, func(c *Config, v string) { c.S3Bucket = v }},
 		{SettingS3Region, "s3-region", false, func(_ Config, v string) error { return CheckS3Region(v) },
 			func(c Config) string { return c.S3Region }, func(c *Config, v string) { c.S3Region = v }},
@@ -93,6 +96,36 @@ func checkEndpointAllowed(op Config, v string) error {
 		return fmt.Errorf("%q is not one of the operator's endpoints %s (--s3-endpoint, --admin-s3-endpoint)", v, strings.Join(allowed, ", "))
 	}
 	return nil
+}
+
+// s3Buckets are the buckets an admin may choose (the cap of
+// archive_s3_bucket): the operator's --s3-bucket and --admin-s3-bucket.
+func s3Buckets(op Config) []string {
+	var out []string
+	if op.S3Bucket != "" {
+		out = append(out, op.S3Bucket)
+	}
+	for _, b := range op.AdminS3Buckets {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// checkBucketAllowed accepts only a bucket the operator named.
+func checkBucketAllowed(op Config, v string) error {
+	allowed := s3Buckets(op)
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	if err := CheckS3Bucket(v); err != nil {
+		return err
+	}
+	if len(allowed) == 0 {
+		return fmt.Errorf("%q is not allowed: the operator allows no S3 bucket (--s3-bucket, --admin-s3-bucket)", v)
+	}
+	return fmt.Errorf("%q is not one of the operator's buckets %s (--s3-bucket, --admin-s3-bucket)", v, strings.Join(allowed, ", "))
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
@@ -168,6 +201,9 @@ func checkArchive(op, c Config) error {
 	if c.S3Bucket == "" {
 		return settingInvalid("%s s3 needs %s: the operator set no --s3-bucket", SettingArchiveBackend, SettingS3Bucket)
 	}
+	if err := checkBucketAllowed(op, c.S3Bucket); err != nil {
+		return settingInvalid("%s s3 needs %s: %v", SettingArchiveBackend, SettingS3Bucket, err)
+	}
 	return nil
 }
 
@@ -226,6 +262,8 @@ func archiveStates(def, op Config, o Overrides, src func(admin, fromDef bool) st
 		switch s.key {
 		case SettingS3Endpoint:
 			limit = strings.Join(s3Endpoints(op), "|")
+		case SettingS3Bucket:
+			limit = strings.Join(s3Buckets(op), "|")
 		case SettingS3PathStyle:
 			val, limit = eff.S3PathStyle, "true|false"
 		}
