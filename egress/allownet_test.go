@@ -124,24 +124,40 @@ func (r *mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 	return a, nil
 }
 
-// serveProxy serves one exec of a proxy built from cfg on a Unix socket.
-func serveProxy(t *testing.T, cfg Config) (*Exec, string) {
+// execProxy is one exec of a proxy serving a Unix socket.
+type execProxy struct {
+	e      *Exec
+	sock   string
+	cancel context.CancelFunc // ends the exec
+	done   chan error         // Serve's result
+}
+
+// startExecProxy starts exec id of a proxy built from cfg on a Unix socket.
+func startExecProxy(t *testing.T, cfg Config, id string) *execProxy {
 	t.Helper()
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "s")
-	l, err := net.Listen("unix", sock)
+	x := &execProxy{sock: filepath.Join(t.TempDir(), "s"), done: make(chan error, 1)}
+	l, err := net.Listen("unix", x.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := p.NewExec("e-allownet", nil)
-	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx, l) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return e, sock
+	var ctx context.Context
+	ctx, x.cancel = context.WithCancel(context.Background())
+	x.e = p.NewExec(id, nil)
+	go func() { x.done <- x.e.Serve(ctx, l) }()
+	return x
+}
+
+// serveProxy serves one exec of a proxy built from cfg on a Unix socket
+// until the test ends.
+func serveProxy(t *testing.T, cfg Config) (*Exec, string) {
+	t.Helper()
+	x := startExecProxy(t, cfg, "e-allownet")
+	t.Cleanup(func() { x.cancel(); <-x.done })
+	return x.e, x.sock
 }
 
 // plainGet sends one plain-HTTP proxy request for u through sock.
@@ -199,13 +215,14 @@ func TestProxyAllowNet(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d", tc.u, got, tc.want)
 		}
 	}
-	recs := waitRecords(t, e, 5)
-	if r := recs[0]; !r.Allowed || r.AllowNet != "10.20.3.0/24" || !strings.Contains(r.Reason, "10.20.3.0/24") || r.Address != "10.20.3.4" {
-		t.Errorf("allowed record: %+v", r)
-	}
-	for _, r := range recs[1:] {
-		if r.Allowed || r.AllowNet != "" {
-			t.Errorf("refused record: %+v", r)
+	// Records come in order of completion: find the allowed one by host.
+	for _, r := range waitRecords(t, e, 5) {
+		if r.Host != "mirror.internal" {
+			if r.Allowed || r.AllowNet != "" {
+				t.Errorf("refused record: %+v", r)
+			}
+		} else if !r.Allowed || r.AllowNet != "10.20.3.0/24" || !strings.Contains(r.Reason, "10.20.3.0/24") || r.Address != "10.20.3.4" {
+			t.Errorf("allowed record: %+v", r)
 		}
 	}
 	if res.calls["notlisted.internal"] != 0 || len(dial.addrs) != 1 || dial.addrs[0] != "10.20.3.4:80" {

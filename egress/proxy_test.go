@@ -370,19 +370,8 @@ func TestTestOnlyFromEnv(t *testing.T) {
 // records them, before it returns.
 func TestProxyExecEndClosesConnections(t *testing.T) {
 	allow, _ := ParseAllowlist("pypi.test")
-	p, err := New(Config{Allow: allow, TestOnly: &TestOnly{Resolve: map[string][][]netip.Addr{"pypi.test": {pub}}, PublicLoopback: pub}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "s")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := p.NewExec("e3", nil)
-	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx, l) }()
+	x := startExecProxy(t, Config{Allow: allow, TestOnly: &TestOnly{Resolve: map[string][][]netip.Addr{"pypi.test": {pub}}, PublicLoopback: pub}}, "e3")
+	e, sock, cancel, done := x.e, x.sock, x.cancel, x.done
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)

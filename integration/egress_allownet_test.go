@@ -94,16 +94,17 @@ func listenInNetns(t *testing.T, nsPath, addr string) net.Listener {
 	return r.l
 }
 
-// refusesToStart runs the production supervisor with extra flags and
-// returns its output once it exits; it fails the test if it keeps running.
-func refusesToStart(t *testing.T, in *installation, extra ...string) string {
+// refusesToStart runs the production supervisor with extra flags and env
+// (besides PATH) and returns its output once it exits non-zero; it fails
+// the test if the supervisor keeps running or exits 0.
+func refusesToStart(t *testing.T, in *installation, env []string, extra ...string) string {
 	t.Helper()
 	args := append([]string{"--socket", in.path("run", "refuse-"+randID()+".sock"),
 		"--state-dir", in.path("state"), "--audit-log", in.path("state/logs", "audit-refuse-"+randID()+".log"),
 		"--helper", in.path("libexec", "nsinit"), "--helper-config", in.path("etc/nsinit.json"),
 		"--cgroup-parent", in.cgroupParent}, extra...)
 	cmd := exec.Command(in.path("bin/sandboxd"), args...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
 	done := make(chan struct{})
 	var out []byte
@@ -188,7 +189,7 @@ func TestEgressAllowNet(t *testing.T) {
 			{"0.0.0.0/0", "unspecified"},
 			{m.prefix + "0/24", "an address of this host"},
 		} {
-			out := refusesToStart(t, in, "--egress-allow", "mirror.test", "--egress-allow-net", tc.net)
+			out := refusesToStart(t, in, nil, "--egress-allow", "mirror.test", "--egress-allow-net", tc.net)
 			if !strings.Contains(out, "egress-allow-net") || !strings.Contains(out, tc.want) {
 				t.Errorf("--egress-allow-net %s: output %q, want it to name the flag and %q", tc.net, out, tc.want)
 			}

@@ -12,10 +12,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -416,25 +414,9 @@ print(s.connect_ex(("127.0.0.1", 3128)))
 	})
 
 	t.Run("production binary refuses TESTONLY", func(t *testing.T) {
-		cmd := exec.Command(in.path("bin/sandboxd"), "--socket", in.path("run", "testonly-"+randID()+".sock"),
-			"--state-dir", in.path("state"), "--audit-log", in.path("state/logs", "audit-testonly-"+randID()+".log"),
-			"--helper", in.path("libexec", "nsinit"), "--helper-config", in.path("etc/nsinit.json"),
-			"--cgroup-parent", in.cgroupParent, "--egress-allow", "pypi.test")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
-		done := make(chan struct{})
-		var out []byte
-		var err error
-		go func() { out, err = cmd.CombinedOutput(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("the production supervisor started with a TESTONLY switch set:\n%s", out)
-		}
-		if err == nil || !strings.Contains(string(out), "not built for tests") {
-			t.Fatalf("err %v, output:\n%s", err, out)
+		out := refusesToStart(t, in, []string{"TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}, "--egress-allow", "pypi.test")
+		if !strings.Contains(out, "not built for tests") {
+			t.Fatalf("output:\n%s", out)
 		}
 	})
 

@@ -88,14 +88,19 @@ func checkEndpointAllowed(op Config, v string) error {
 	if err := CheckS3Endpoint(v); err != nil {
 		return err
 	}
-	allowed := s3Endpoints(op)
-	if !slices.Contains(allowed, v) {
-		if len(allowed) == 0 {
-			return fmt.Errorf("%q is not allowed: the operator allows no S3 endpoint (--s3-endpoint, --admin-s3-endpoint)", v)
-		}
-		return fmt.Errorf("%q is not one of the operator's endpoints %s (--s3-endpoint, --admin-s3-endpoint)", v, strings.Join(allowed, ", "))
+	return checkListed(v, s3Endpoints(op), "endpoint", "--s3-endpoint, --admin-s3-endpoint")
+}
+
+// checkListed refuses v unless the operator listed it (flags names the
+// flags that list what).
+func checkListed(v string, allowed []string, what, flags string) error {
+	if slices.Contains(allowed, v) {
+		return nil
 	}
-	return nil
+	if len(allowed) == 0 {
+		return fmt.Errorf("%q is not allowed: the operator allows no S3 %s (%s)", v, what, flags)
+	}
+	return fmt.Errorf("%q is not one of the operator's %ss %s (%s)", v, what, strings.Join(allowed, ", "), flags)
 }
 
 // s3Buckets are the buckets an admin may choose (the cap of
@@ -113,19 +118,16 @@ func s3Buckets(op Config) []string {
 	return out
 }
 
-// checkBucketAllowed accepts only a bucket the operator named.
+// checkBucketAllowed accepts only a bucket the operator named (even one
+// the syntax check would not accept: the operator chose it).
 func checkBucketAllowed(op Config, v string) error {
 	allowed := s3Buckets(op)
-	if slices.Contains(allowed, v) {
-		return nil
+	if !slices.Contains(allowed, v) {
+		if err := CheckS3Bucket(v); err != nil {
+			return err
+		}
 	}
-	if err := CheckS3Bucket(v); err != nil {
-		return err
-	}
-	if len(allowed) == 0 {
-		return fmt.Errorf("%q is not allowed: the operator allows no S3 bucket (--s3-bucket, --admin-s3-bucket)", v)
-	}
-	return fmt.Errorf("%q is not one of the operator's buckets %s (--s3-bucket, --admin-s3-bucket)", v, strings.Join(allowed, ", "))
+	return checkListed(v, allowed, "bucket", "--s3-bucket, --admin-s3-bucket")
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
