@@ -71,14 +71,18 @@ func archiveBackends(op Config) []string {
 
 // s3Endpoints are the endpoints an admin may choose (the cap of
 // archive_s3_endpoint).
-func s3Endpoints(op Config) []string {
+func s3Endpoints(op Config) []string { return operatorList(op.S3Endpoint, op.AdminS3Endpoints) }
+
+// operatorList is the operator's own value (if set) and the admin list,
+// without repeats: what an admin may choose.
+func operatorList(own string, admin []string) []string {
 	var out []string
-	if op.S3Endpoint != "" {
-		out = append(out, op.S3Endpoint)
+	if own != "" {
+		out = append(out, own)
 	}
-	for _, e := range op.AdminS3Endpoints {
-		if !slices.Contains(out, e) {
-			out = append(out, e)
+	for _, v := range admin {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out
@@ -105,18 +109,7 @@ func checkListed(v string, allowed []string, what, flags string) error {
 
 // s3Buckets are the buckets an admin may choose (the cap of
 // archive_s3_bucket): the operator's --s3-bucket and --admin-s3-bucket.
-func s3Buckets(op Config) []string {
-	var out []string
-	if op.S3Bucket != "" {
-		out = append(out, op.S3Bucket)
-	}
-	for _, b := range op.AdminS3Buckets {
-		if !slices.Contains(out, b) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+func s3Buckets(op Config) []string { return operatorList(op.S3Bucket, op.AdminS3Buckets) }
 
 // checkBucketAllowed accepts only a bucket the operator named (even one
 // the syntax check would not accept: the operator chose it).
