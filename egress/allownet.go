@@ -46,7 +46,7 @@ func ParseAllowNets(items []string) ([]netip.Prefix, error) {
 	for _, item := range items {
 		p, err := parseAllowNet(strings.TrimSpace(item))
 		if err != nil {
-			return nil, fmt.Errorf("%w: egress allow-net %q: %w", errdefs.ErrInvalid, trunc(item), err)
+			return nil, fmt.Errorf("%w: egress range %q: %w", errdefs.ErrInvalid, trunc(item), err)
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)
@@ -81,7 +81,7 @@ func checkAllowNetsLocal(nets []netip.Prefix, local []netip.Addr) error {
 	for _, p := range nets {
 		for _, a := range local {
 			if p.Contains(a) {
-				return fmt.Errorf("%w: egress allow-net %s holds %s, an address of this host, which can never be reached through egress; name a narrower range", errdefs.ErrInvalid, p, a)
+				return fmt.Errorf("%w: --egress-allow-net %s holds %s, an address of this host, which can never be reached through egress; name a narrower range", errdefs.ErrInvalid, p, a)
 			}
 		}
 	}
