@@ -41,14 +41,15 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 	rec.Method = req.Method
 	t, err := ParseTarget(req)
 	rec.Host, rec.Port = t.Host, t.Port
-	var addr netip.Addr
-	var via netip.Prefix
+	var v verdict
 	if err == nil {
-		addr, rec.Reason, via, err = e.check(ctx, t)
+		v, err = e.check(ctx, t)
+		rec.Reason = v.reason
 	}
-	if via.IsValid() {
-		rec.AllowNet = via.String()
+	if v.via.IsValid() {
+		rec.AllowNet = v.via.String()
 	}
+	addr := v.addr
 	if addr.IsValid() {
 		rec.Address = addr.String()
 	}
@@ -69,47 +70,53 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 	e.finish(rec)
 }
 
+// verdict is what check decided: the address to dial (or the one it
+// refused), and what allowed it — the rule, and the opted-in range when the
+// address is not public.
+type verdict struct {
+	addr   netip.Addr
+	reason string
+	via    netip.Prefix
+}
+
 // check decides whether t may be reached: the allowlist first (no lookup
 // for a name that is not allowed), then one resolution whose every answer
-// must be admitted (judge). It returns the address to dial — exactly the
-// one it checked — and what allowed it: the rule, and the opted-in range
-// when the address is not public.
-func (e *Exec) check(ctx context.Context, t Target) (netip.Addr, string, netip.Prefix, error) {
-	var none netip.Prefix
+// must be admitted (judge). The address to dial is exactly the one it
+// checked.
+func (e *Exec) check(ctx context.Context, t Target) (verdict, error) {
 	rule, ok := e.p.cfg.Allow.Match(t.Host, t.Port)
 	if !ok {
-		return netip.Addr{}, "", none, refuse("%s:%d is not on the operator's egress allowlist", t.Host, t.Port)
+		return verdict{}, refuse("%s:%d is not on the operator's egress allowlist", t.Host, t.Port)
 	}
 	addrs, err := e.resolve(ctx, t.Host)
 	if err != nil {
-		return netip.Addr{}, "", none, refuse("%s does not resolve: %v", t.Host, err)
+		return verdict{}, refuse("%s does not resolve: %v", t.Host, err)
 	}
 	if len(addrs) == 0 {
-		return netip.Addr{}, "", none, refuse("%s has no address", t.Host)
+		return verdict{}, refuse("%s has no address", t.Host)
 	}
 	// Read per connection: an address the host gained since start is
 	// refused at once. Unreadable, nothing is reached (fail closed).
 	local, err := e.p.cfg.LocalAddrs()
 	if err != nil {
-		return netip.Addr{}, "", none, refuse("cannot tell the host's own addresses apart: %v", err)
+		return verdict{}, refuse("cannot tell the host's own addresses apart: %v", err)
 	}
-	var via netip.Prefix
+	out := verdict{addr: addrs[0].Unmap(), reason: "allowed by " + rule.String()}
 	for i, a := range addrs {
-		v := e.judge(a, local)
-		if v.why != "" {
+		adm := e.judge(a, local)
+		if adm.why != "" {
 			// Any refused answer refuses the name: a resolver that mixes
 			// public and private answers is an attack, not a fallback.
-			return a, "", none, refuse("%s resolves to %s, a %s: not reachable through egress", t.Host, a, v.why)
+			return verdict{addr: a}, refuse("%s resolves to %s, a %s: not reachable through egress", t.Host, a, adm.why)
 		}
 		if i == 0 {
-			via = v.via
+			out.via = adm.via
 		}
 	}
-	reason := "allowed by " + rule.String()
-	if via.IsValid() {
-		reason += " into " + via.String() + " (--egress-allow-net)"
+	if out.via.IsValid() {
+		out.reason += " into " + out.via.String() + " (--egress-allow-net)"
 	}
-	return addrs[0].Unmap(), reason, via, nil
+	return out, nil
 }
 
 // resolve looks host up once. With the TESTONLY resolver map, successive
