@@ -22,9 +22,9 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"syscall"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/internal/secretfile"
 )
 
 // MinKeyLen is the shortest key accepted, in bytes: 32 characters of hex
@@ -77,29 +77,11 @@ func (s *Set) Len() int { return len(s.keys) }
 // group or others (mode 0600 or 0400): anyone who can read it can be any
 // caller, and anyone who can write it can add themselves.
 func Load(path string, serviceUID int) (*Set, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := secretfile.Open(path, "api keys file", serviceUID)
 	if err != nil {
-		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("api keys file %s: %v", path, err),
-			"create it (mode 0600, owned by root or the service user) with one name:key per line; make a key with `openssl rand -hex 24`", err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("api keys file %s: stat: %w", path, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("api keys file %s is not a regular file (%s)", path, fi.Mode().Type()), "", nil)
-	case !ok:
-		return nil, fmt.Errorf("api keys file %s: no owner information", path)
-	case st.Uid != 0 && int(st.Uid) != serviceUID:
-		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("api keys file %s is owned by uid %d, not root or the service user (uid %d)", path, st.Uid, serviceUID),
-			fmt.Sprintf("chown root %s (or the service user)", path), nil)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, errdefs.New(errdefs.ErrInvalid, fmt.Sprintf("api keys file %s has mode %04o; group and others must have no access", path, fi.Mode().Perm()),
-			fmt.Sprintf("chmod 0600 %s", path), nil)
-	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(&limitedReader{f: f, n: maxFileBytes + 1}); err != nil {
 		return nil, fmt.Errorf("api keys file %s: read: %w", path, err)

@@ -468,3 +468,115 @@ func TestS3ConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestS3GetRefusesOversized: an object under an archive's name that is
+// larger than MaxBytes (planted by another writer of the bucket) is refused
+// from its recorded size, before a byte is downloaded: the spool directory
+// stays empty. One within the cap restores.
+func TestS3GetRefusesOversized(t *testing.T) {
+	srv := archivetest.Start(t)
+	spool := filepath.Join(t.TempDir(), "spool")
+	const maxBytes = 1 << 20
+	s, err := archive.OpenS3(context.Background(), archive.S3Config{Endpoint: srv.Endpoint, Bucket: srv.Bucket,
+		Prefix: "test/", CredentialsFile: srv.CredentialsFile(t.TempDir()), SpoolDir: spool,
+		Timeout: 20 * time.Second, MetaTimeout: 20 * time.Second, MaxBytes: maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := func(k archive.Key, size int) {
+		t.Helper()
+		body := make([]byte, size)
+		sum := sha256.Sum256(body)
+		_, err := srv.Client().PutObject(context.Background(), srv.Bucket, "test/"+archive.Name(k), bytes.NewReader(body), int64(size),
+			minio.PutObjectOptions{UserMetadata: map[string]string{"sha256": hex.EncodeToString(sum[:])}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	big, small := archive.KeyFor("uid:5", "big"), archive.KeyFor("uid:5", "small")
+	plant(big, maxBytes+1)
+	plant(small, maxBytes)
+	// A watcher: the spool must never hold a byte of the big object.
+	stop := make(chan struct{})
+	seen := make(chan int64, 1)
+	go func() {
+		var most int64
+		defer func() { seen <- most }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ents, _ := os.ReadDir(spool)
+			for _, e := range ents {
+				if fi, err := e.Info(); err == nil && fi.Size() > most {
+					most = fi.Size()
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	r, err := s.Get(context.Background(), big)
+	close(stop)
+	if err == nil {
+		r.Close()
+		t.Fatal("an object over MaxBytes was restored")
+	}
+	if !errors.Is(err, archive.ErrTooLarge) {
+		t.Errorf("Get of an oversized object: %v, want ErrTooLarge", err)
+	}
+	if most := <-seen; most != 0 {
+		t.Errorf("the spool held %d bytes of the oversized object", most)
+	}
+	if ents, _ := os.ReadDir(spool); len(ents) != 0 {
+		t.Errorf("spool files left: %v", ents)
+	}
+	r, err = s.Get(context.Background(), small)
+	if err != nil {
+		t.Fatalf("Get of an object at the cap: %v", err)
+	}
+	if r.Info.Size != maxBytes {
+		t.Errorf("size %d", r.Info.Size)
+	}
+	r.Close()
+}
+
+// TestS3CredentialsFileChecked: the credentials file must be a regular
+// file of root or the service user with no access for group or others, as
+// the API keys file; anything else is refused, naming the fix.
+func TestS3CredentialsFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(file, []byte("[default]\naws_access_key_id = AKTEST\naws_secret_access_key = SKTEST\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := func() error {
+		_, err := archive.OpenS3(context.Background(), archive.S3Config{Endpoint: "http://127.0.0.1:9", Bucket: "b",
+			CredentialsFile: file, SpoolDir: filepath.Join(dir, "spool")})
+		return err
+	}
+	if err := open(); err != nil || !archive.HasCredentials(file) {
+		t.Fatalf("a 0600 credentials file: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		if err := os.Chmod(file, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := open(); err == nil || !strings.Contains(err.Error(), "group and others must have no access") {
+			t.Errorf("mode %04o: OpenS3 = %v, want it refused", mode, err)
+		}
+		if archive.HasCredentials(file) {
+			t.Errorf("mode %04o: HasCredentials true", mode)
+		}
+	}
+	os.Chmod(file, 0o600)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := archive.OpenS3(context.Background(), archive.S3Config{Endpoint: "http://127.0.0.1:9", Bucket: "b",
+		CredentialsFile: link, SpoolDir: filepath.Join(dir, "spool")}); err == nil {
+		t.Error("a credentials file reached through a symbolic link was accepted")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/internal/secretfile"
 )
 
 // S3Config configures the S3 backend. Credentials come from
@@ -33,6 +34,13 @@ type S3Config struct {
 	// and versitygw need it; AWS takes both).
 	VirtualHosted bool
 	SpoolDir      string // local directory for the streamed spool files
+	// MaxBytes is the largest object Get downloads (<= 0: no cap besides
+	// the object's recorded size): the supervisor passes the smaller of
+	// the largest archive it ever writes and the archive bytes one caller
+	// may keep, so an object planted in the bucket (by another writer, or
+	// under a bucket an admin switched to) can never fill the spool
+	// directory's file system.
+	MaxBytes int64
 	// Timeout bounds one transfer (put or get); metadata calls get
 	// MetaTimeout. S3 slow or down costs at most this much, never a request.
 	Timeout     time.Duration
@@ -47,8 +55,10 @@ type S3Config struct {
 // Put spools the archive to a local file (hashing it on the way), then
 // uploads it with its size and sha256: S3 makes an object visible only
 // once its upload completed, so an interrupted upload leaves the earlier
-// archive, never a partial one. Get downloads to a spool file, verifies
-// size and sha256, then hands it out.
+// archive, never a partial one. Get refuses an object whose recorded size
+// is over MaxBytes before downloading a byte, downloads at most one byte
+// more than that size to a spool file, verifies size and sha256, then
+// hands it out.
 type S3 struct {
 	cfg     S3Config
 	client  *minio.Client
@@ -130,15 +140,22 @@ var ErrNoCredentials error = errdefs.New(errdefs.ErrInvalid,
 
 // readCredentials reads the operator's credentials: file (the AWS
 // shared-credentials format, profile "default") or, when file is "", the
-// environment. A missing file or key is ErrNoCredentials.
+// environment. A missing file or key is ErrNoCredentials, and so is a file
+// that is not a regular file owned by root or the service user with no
+// access for group or others.
 func readCredentials(file string) (credentials.Value, error) {
 	var creds *credentials.Credentials
 	if file != "" {
-		if _, err := os.Stat(file); err != nil {
-			// Both wrapped: the cause (a missing or unreadable file)
-			// and the class the settings check answers 400 with.
-			return credentials.Value{}, fmt.Errorf("archive: s3 credentials file: %w: %w", err, ErrNoCredentials)
+		// The API keys file's rule (package secretfile): the file holds
+		// the secret every archive is signed with.
+		f, err := secretfile.Open(file, "s3 credentials file", os.Geteuid())
+		if err != nil {
+			// Both wrapped: the cause (a missing, unreadable or
+			// too open file) and the class the settings check
+			// answers 400 with.
+			return credentials.Value{}, fmt.Errorf("archive: %w: %w", err, ErrNoCredentials)
 		}
+		_ = f.Close()
 		creds = credentials.NewFileAWSCredentials(file, "default")
 	} else {
 		creds = credentials.NewEnvAWS()
@@ -168,7 +185,7 @@ func (s *S3) scrub(op string, k Key, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrChecksum) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrChecksum) || errors.Is(err, ErrTooLarge) {
 		return err
 	}
 	msg := err.Error()
@@ -226,6 +243,9 @@ func (s *S3) Get(ctx context.Context, k Key) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.MaxBytes > 0 && st.Size > s.cfg.MaxBytes {
+		return nil, fmt.Errorf("archive %s: %d bytes stored, over the %d bytes an archive may have: %w", k.rel(), st.Size, s.cfg.MaxBytes, ErrTooLarge)
+	}
 	f, err := os.CreateTemp(s.cfg.SpoolDir, "get-*.tar")
 	if err != nil {
 		return nil, fmt.Errorf("archive: spool: %w", err)
@@ -244,7 +264,9 @@ func (s *S3) Get(ctx context.Context, k Key) (*Reader, error) {
 		return nil, s.scrub("get", k, err)
 	}
 	hw := newHashWriter(f)
-	_, err = io.Copy(hw, obj)
+	// One byte past the recorded size is enough to tell a body that does
+	// not match it (verify below); a server that sends more is not read.
+	_, err = io.Copy(hw, io.LimitReader(obj, st.Size+1))
 	_ = obj.Close()
 	if err != nil {
 		_ = release()

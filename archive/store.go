@@ -29,6 +29,9 @@ var (
 	// ErrChecksum: the stored bytes do not match the size and sha256
 	// recorded when they were written; the archive is never restored.
 	ErrChecksum error = errdefs.New(errdefs.ErrInternal, "the archive does not match its recorded size and sha256", "", nil)
+	// ErrTooLarge: the stored object is larger than any archive the
+	// supervisor may restore (S3Config.MaxBytes); it is never downloaded.
+	ErrTooLarge error = errdefs.New(errdefs.ErrInternal, "the stored archive is larger than an archive may be", "", nil)
 	// ErrUnavailable: the backend did not answer in time or failed.
 	ErrUnavailable error = errdefs.New(errdefs.ErrUnavailable, "the archive store is unavailable", "", nil)
 )

@@ -100,9 +100,11 @@ func parsePort(p string) (int, error) {
 // NormalizeHost lower-cases a DNS name, strips one trailing dot and checks
 // it is an ASCII host name (letters, digits, '-', '.'; labels 1-63; at most
 // 253). IP literals are refused. Internationalised names travel as
-// punycode ("xn--"), which this accepts as ASCII.
+// punycode ("xn--"), which this accepts as ASCII. Only ASCII letters are
+// lower-cased: strings.ToLower would map KELVIN SIGN (U+212A) to 'k' and
+// so let a name no server would route the same pass for an allowed one.
 func NormalizeHost(h string) (string, error) {
-	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	h = strings.TrimSuffix(asciiLower(h), ".")
 	if h == "" || len(h) > 253 {
 		return "", fmt.Errorf("host name %q: want 1-253 characters", trunc(h))
 	}
@@ -130,6 +132,18 @@ func NormalizeHost(h string) (string, error) {
 		return "", fmt.Errorf("%q looks like a numeric address: name the host", trunc(h))
 	}
 	return h, nil
+}
+
+// asciiLower lower-cases A-Z and leaves every other byte as it is (the
+// caller refuses anything that is not a host-name byte).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // Match returns the rule that allows host:port, if any. host must already

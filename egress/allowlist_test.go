@@ -60,3 +60,16 @@ func TestAllowlistMatch(t *testing.T) {
 		t.Error("the zero allowlist allowed something")
 	}
 }
+
+// TestNormalizeHostASCIIOnly: only ASCII letters are lower-cased; a name
+// that Unicode case folding would turn into an allowed one is refused.
+func TestNormalizeHostASCIIOnly(t *testing.T) {
+	for _, bad := range []string{"\u212aey.example", "\u017fecret.example", "KEY.EXAMPL\u0130", "k\xc3\xa9y.example"} {
+		if got, err := NormalizeHost(bad); err == nil {
+			t.Errorf("NormalizeHost(%q) = %q, accepted", bad, got)
+		}
+	}
+	if got, err := NormalizeHost("Key.Example."); err != nil || got != "key.example" {
+		t.Errorf("NormalizeHost(Key.Example.) = %q, %v", got, err)
+	}
+}

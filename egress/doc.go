@@ -15,7 +15,10 @@
 // It must never trust a byte the relay sends (invariant I12: bounded reads,
 // strict parsing, every limit enforced here), never resolve a name twice
 // for one connection (it dials exactly the address it checked, so there is
-// no DNS-rebinding window), never terminate TLS, and never reach an address
-// that is not public unless a TESTONLY switch, honoured only in a binary
-// built with the sandboxd_testonly tag, says so.
+// no DNS-rebinding window), never terminate TLS, never reach an address of
+// the host itself, never pass a ClientHello whose real server name it
+// cannot read (ECH, ESNI), and never reach an address that is not public
+// unless the operator opted its range in (Config.AllowNets, never loopback,
+// link-local, multicast or unspecified) or a TESTONLY switch, honoured only
+// in a binary built with the sandboxd_testonly tag, says so.
 package egress

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -42,10 +41,15 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 	rec.Method = req.Method
 	t, err := ParseTarget(req)
 	rec.Host, rec.Port = t.Host, t.Port
-	var addr netip.Addr
+	var v verdict
 	if err == nil {
-		addr, rec.Reason, err = e.check(ctx, t)
+		v, err = e.check(ctx, t)
+		rec.Reason = v.reason
 	}
+	if v.via.IsValid() {
+		rec.AllowNet = v.via.String()
+	}
+	addr := v.addr
 	if addr.IsValid() {
 		rec.Address = addr.String()
 	}
@@ -61,42 +65,58 @@ func (e *Exec) handle(ctx context.Context, c net.Conn) {
 	if t.Connect {
 		e.tunnel(ctx, c, br, t, up, &rec)
 	} else {
-		e.forward(ctx, c, br, req, up, &rec)
+		e.forward(ctx, c, br, req, t, up, &rec)
 	}
 	e.finish(rec)
 }
 
+// verdict is what check decided: the address to dial (or the one it
+// refused), and what allowed it — the rule, and the opted-in range when the
+// address is not public.
+type verdict struct {
+	addr   netip.Addr
+	reason string
+	via    netip.Prefix
+}
+
 // check decides whether t may be reached: the allowlist first (no lookup
 // for a name that is not allowed), then one resolution whose every answer
-// must be public. It returns the address to dial — exactly the one it
-// checked — and the rule that allowed it.
-func (e *Exec) check(ctx context.Context, t Target) (netip.Addr, string, error) {
+// must be admitted (judge). The address to dial is exactly the one it
+// checked.
+func (e *Exec) check(ctx context.Context, t Target) (verdict, error) {
 	rule, ok := e.p.cfg.Allow.Match(t.Host, t.Port)
 	if !ok {
-		return netip.Addr{}, "", refuse("%s:%d is not on the operator's egress allowlist", t.Host, t.Port)
+		return verdict{}, refuse("%s:%d is not on the operator's egress allowlist", t.Host, t.Port)
 	}
 	addrs, err := e.resolve(ctx, t.Host)
 	if err != nil {
-		return netip.Addr{}, "", refuse("%s does not resolve: %v", t.Host, err)
+		return verdict{}, refuse("%s does not resolve: %v", t.Host, err)
 	}
 	if len(addrs) == 0 {
-		return netip.Addr{}, "", refuse("%s has no address", t.Host)
+		return verdict{}, refuse("%s has no address", t.Host)
 	}
-	for _, a := range addrs {
-		if why := e.refusal(a); why != "" {
-			// Any non-public answer refuses the name: a resolver that mixes
+	// Read per connection: an address the host gained since start is
+	// refused at once. Unreadable, nothing is reached (fail closed).
+	local, err := e.p.cfg.LocalAddrs()
+	if err != nil {
+		return verdict{}, refuse("cannot tell the host's own addresses apart: %v", err)
+	}
+	out := verdict{addr: addrs[0].Unmap(), reason: "allowed by " + rule.String()}
+	for i, a := range addrs {
+		adm := e.judge(a, local)
+		if adm.why != "" {
+			// Any refused answer refuses the name: a resolver that mixes
 			// public and private answers is an attack, not a fallback.
-			return a, "", refuse("%s resolves to %s, a %s: not reachable through egress", t.Host, a, why)
+			return verdict{addr: a}, refuse("%s resolves to %s, a %s: not reachable through egress", t.Host, a, adm.why)
+		}
+		if i == 0 {
+			out.via = adm.via
 		}
 	}
-	return addrs[0].Unmap(), "allowed by " + rule.String(), nil
-}
-
-func (e *Exec) refusal(a netip.Addr) string {
-	if e.p.cfg.TestOnly.publicLoopback(a) {
-		return ""
+	if out.via.IsValid() {
+		out.reason += " into " + out.via.String() + " (--egress-allow-net)"
 	}
-	return Refusal(a)
+	return out, nil
 }
 
 // resolve looks host up once. With the TESTONLY resolver map, successive
@@ -205,16 +225,24 @@ func readClientHello(br *bufio.Reader) ([]byte, error) {
 // checkSNI refuses a ClientHello whose server name is missing or differs
 // from the CONNECT host: otherwise an allowed CONNECT host could carry a
 // TLS session to another name served by the same address (domain fronting
-// through a shared CDN front).
+// through a shared CDN front). The name must be a valid ASCII host name and
+// is compared after ASCII lower-casing only: Unicode case folding would
+// let "\u212aey.example" (KELVIN SIGN) pass for key.example. A hello whose
+// real name is encrypted (ECH, ESNI) is refused: its outer name proves
+// nothing.
 func checkSNI(rec []byte, host string) error {
 	sni, err := ParseSNI(rec)
+	if errors.Is(err, ErrEncryptedHello) {
+		return refuse("TLS %v; the proxy allows only names it can check (turn ECH off in the client)", err)
+	}
 	if err != nil {
 		return refuse("TLS ClientHello: %v", err)
 	}
 	if sni == "" {
 		return refuse("TLS ClientHello has no server name (SNI); it must name %s", host)
 	}
-	if !strings.EqualFold(strings.TrimSuffix(sni, "."), host) {
+	name, err := NormalizeHost(sni)
+	if err != nil || name != host {
 		return refuse("TLS server name %q does not match the CONNECT host %s", trunc(sni), host)
 	}
 	return nil
@@ -222,7 +250,7 @@ func checkSNI(rec []byte, host string) error {
 
 // forward sends one plain-HTTP request upstream (origin form, Connection:
 // close) and relays the response until upstream closes.
-func (e *Exec) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *http.Request, up upstream, rec *Record) {
+func (e *Exec) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *http.Request, t Target, up upstream, rec *Record) {
 	c.SetReadDeadline(time.Time{})
 	u, err := e.dial(ctx, up)
 	if err != nil {
@@ -234,7 +262,7 @@ func (e *Exec) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *h
 	stop := context.AfterFunc(ctx, func() { u.Close() })
 	defer stop()
 	out := &budgetWriter{e: e, w: u, n: &rec.BytesOut}
-	if err := forwardable(req).Write(out); err != nil {
+	if err := forwardable(req, t).Write(out); err != nil {
 		rec.Reason += "; request: " + err.Error()
 		return
 	}

@@ -53,6 +53,16 @@ type Config struct {
 	Resolver Resolver // default net.DefaultResolver
 	Dialer   Dialer   // default a net.Dialer with dialTimeout
 	Limits   Limits
+	// AllowNets are the operator's opted-in ranges (--egress-allow-net,
+	// ParseAllowNets): a special-purpose address in one of them may be
+	// reached through a name on the allowlist (an internal package
+	// mirror). Never loopback, link-local, multicast, unspecified or one
+	// of the host's own addresses (New refuses such a range).
+	AllowNets []netip.Prefix
+	// LocalAddrs reads the host's own addresses, which are refused on
+	// every connection whatever the ranges say; default LocalAddrs (the
+	// interfaces, read afresh per connection).
+	LocalAddrs func() ([]netip.Addr, error)
 	// TestOnly, when non-nil, is honoured only in test binaries.
 	TestOnly *TestOnly
 }
@@ -80,7 +90,32 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Limits.MaxBytes <= 0 {
 		cfg.Limits.MaxBytes = DefaultLimits.MaxBytes
 	}
+	if cfg.LocalAddrs == nil {
+		cfg.LocalAddrs = LocalAddrs
+	}
+	if err := checkAllowNets(cfg); err != nil {
+		return nil, err
+	}
 	return &Proxy{cfg: cfg}, nil
+}
+
+// checkAllowNets re-checks cfg.AllowNets as ParseAllowNets does and
+// against the host's addresses now: a range that could admit the host
+// itself is refused at start, not discovered later.
+func checkAllowNets(cfg Config) error {
+	if len(cfg.AllowNets) == 0 {
+		return nil
+	}
+	for _, p := range cfg.AllowNets {
+		if _, err := ParseAllowNets([]string{p.String()}); err != nil {
+			return err
+		}
+	}
+	local, err := cfg.LocalAddrs()
+	if err != nil {
+		return fmt.Errorf("egress allow-net: %w", err)
+	}
+	return checkAllowNetsLocal(cfg.AllowNets, local)
 }
 
 // Allowlist returns the operator's allowlist.
@@ -93,6 +128,7 @@ type Record struct {
 	Port     int           // as requested; 0 when unparseable
 	Address  string        // the resolved address dialled or refused; "" if none
 	Allowed  bool          // the proxy connected (or would have, had the dial worked)
+	AllowNet string        // the --egress-allow-net range that admitted Address; "" for a public one
 	Reason   string        // why it was refused or closed, or the rule that allowed it
 	BytesOut int64         // sandbox → destination
 	BytesIn  int64         // destination → sandbox

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -369,19 +370,8 @@ func TestTestOnlyFromEnv(t *testing.T) {
 // records them, before it returns.
 func TestProxyExecEndClosesConnections(t *testing.T) {
 	allow, _ := ParseAllowlist("pypi.test")
-	p, err := New(Config{Allow: allow, TestOnly: &TestOnly{Resolve: map[string][][]netip.Addr{"pypi.test": {pub}}, PublicLoopback: pub}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "s")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := p.NewExec("e3", nil)
-	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx, l) }()
+	x := startExecProxy(t, Config{Allow: allow, TestOnly: &TestOnly{Resolve: map[string][][]netip.Addr{"pypi.test": {pub}}, PublicLoopback: pub}}, "e3")
+	e, sock, cancel, done := x.e, x.sock, x.cancel, x.done
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -403,5 +393,95 @@ func TestProxyExecEndClosesConnections(t *testing.T) {
 	}
 	if _, err := net.Dial("unix", sock); err == nil {
 		t.Error("the socket still accepts after the exec ended")
+	}
+}
+
+// rawUpstream is a TCP listener on 127.0.0.2 standing in for a server: it
+// counts the connections it accepts and closes them.
+type rawUpstream struct {
+	l       net.Listener
+	accepts atomic.Int64
+}
+
+func startRawUpstream(t *testing.T) *rawUpstream {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUpstream{l: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u.accepts.Add(1)
+			c.Close()
+		}
+	}()
+	return u
+}
+
+func (u *rawUpstream) port() int { return u.l.Addr().(*net.TCPAddr).Port }
+
+// connectWith sends CONNECT host:port and then hello through f's socket,
+// and returns the proxy's answer line and what followed until it closed.
+func connectWith(t *testing.T, f *fixture, hostport string, hello []byte) string {
+	t.Helper()
+	c, err := net.Dial("unix", f.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	c.Write(hello)
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+// TestProxyRefusesECH: a CONNECT whose ClientHello carries an ECH or ESNI
+// extension never reaches upstream, even with the CONNECT host as its
+// outer name; a plain hello for the same host does.
+func TestProxyRefusesECH(t *testing.T) {
+	up := startRawUpstream(t)
+	f := newFixture(t, Limits{}, defaultResolve(), allowAll+fmt.Sprintf(",pypi.test:%d", up.port()))
+	hp := fmt.Sprintf("pypi.test:%d", up.port())
+	for i, typ := range []uint16{0xfe0d, 0xffce} {
+		connectWith(t, f, hp, rawHello(sniExt("pypi.test"), testExt{typ: typ, data: []byte{0, 1, 2, 3}}))
+		r := waitRecords(t, f.exec, i+1)[i]
+		if r.Allowed || !strings.Contains(r.Reason, "encrypted ClientHello") {
+			t.Errorf("extension %#04x: record %+v", typ, r)
+		}
+	}
+	if n := up.accepts.Load(); n != 0 {
+		t.Fatalf("an encrypted ClientHello reached upstream (%d connections)", n)
+	}
+	connectWith(t, f, hp, rawHello(sniExt("pypi.test")))
+	if r := waitRecords(t, f.exec, 3)[2]; !r.Allowed || up.accepts.Load() != 1 {
+		t.Errorf("plain hello: record %+v, upstream accepts %d", r, up.accepts.Load())
+	}
+}
+
+// TestProxyForwardsTheCheckedName: a plain-HTTP forward sends the name the
+// allowlist checked (lower case, no trailing dot), not the URL's spelling.
+func TestProxyForwardsTheCheckedName(t *testing.T) {
+	f := newFixture(t, Limits{}, defaultResolve(), allowAll)
+	pp := port(t, f.plain)
+	c, err := net.Dial("unix", f.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://PyPI.Test.:%d/x HTTP/1.1\r\nHost: PyPI.Test.:%d\r\n\r\n", pp, pp)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if want := fmt.Sprintf("hello from pypi.test:%d /x", pp); resp.StatusCode != 200 || string(b) != want {
+		t.Errorf("upstream saw %d %q, want %q", resp.StatusCode, b, want)
 	}
 }

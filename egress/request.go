@@ -104,8 +104,11 @@ var hopHeaders = []string{
 }
 
 // forwardable turns a checked proxy request into the origin-form request
-// sent upstream: hop-by-hop headers stripped, one request per connection.
-func forwardable(req *http.Request) *http.Request {
+// sent upstream: hop-by-hop headers stripped, one request per connection,
+// and t's normalised host[:port] as the URL host and Host header, so the
+// server sees exactly the name the allowlist checked (not the payload's
+// spelling of it: case, a trailing dot).
+func forwardable(req *http.Request, t Target) *http.Request {
 	for _, name := range strings.Split(req.Header.Get("Connection"), ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			req.Header.Del(name)
@@ -114,7 +117,11 @@ func forwardable(req *http.Request) *http.Request {
 	for _, h := range hopHeaders {
 		req.Header.Del(h)
 	}
-	req.URL = &url.URL{Scheme: "http", Host: req.URL.Host, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
+	host := t.Host
+	if t.Port != 80 {
+		host = net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+	}
+	req.URL = &url.URL{Scheme: "http", Host: host, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	req.Host = req.URL.Host // the name the allowlist checked is the one sent
 	req.RequestURI = ""
 	req.Close = true

@@ -58,8 +58,12 @@ func TestForwardableStripsHopHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tg, err := ParseTarget(req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
-	if err := forwardable(req).Write(&b); err != nil {
+	if err := forwardable(req, tg).Write(&b); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

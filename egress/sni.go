@@ -10,6 +10,8 @@ const (
 	recordHandshake   = 0x16
 	handshakeHello    = 0x01
 	extServerName     = 0x0000
+	extECH            = 0xfe0d // encrypted_client_hello (RFC 9849)
+	extESNI           = 0xffce // encrypted_server_name (draft-ietf-tls-esni-01..05)
 	nameTypeHost      = 0x00
 	recordHeaderLen   = 5
 	maxRecordLen      = 1 << 14 // a plaintext record's payload bound
@@ -18,6 +20,12 @@ const (
 
 // errNotTLS means the bytes are not a TLS handshake record at all.
 var errNotTLS = errors.New("not a TLS handshake")
+
+// ErrEncryptedHello means the ClientHello carries an encrypted inner hello
+// (ECH) or an encrypted server name (draft ESNI). Its real server name is
+// then hidden and its outer server_name is whatever the client chose, so
+// no name in it can be checked.
+var ErrEncryptedHello = errors.New("encrypted ClientHello (ECH or ESNI): the real server name is hidden")
 
 // reader is a bounds-checked cursor over untrusted bytes: every read that
 // would run past the end fails instead of panicking.
@@ -90,7 +98,8 @@ func RecordLen(hdr []byte) (int, error) {
 // ClientHello in rec, one whole TLS record (header included). It returns
 // "" and no error for a ClientHello without SNI. A ClientHello split over
 // several records is refused: clients send it in one (it fits: 16 KiB),
-// and accepting fragments would let a payload hide the name.
+// and accepting fragments would let a payload hide the name. A ClientHello
+// with an ECH or ESNI extension is ErrEncryptedHello.
 func ParseSNI(rec []byte) (string, error) {
 	n, err := RecordLen(rec)
 	if err != nil {
@@ -125,10 +134,13 @@ func ParseSNI(rec []byte) (string, error) {
 }
 
 func findSNI(exts *reader) (string, error) {
-	sni, found := "", false
+	sni, found, encrypted := "", false, false
 	for len(exts.b) > 0 && exts.err == nil {
 		typ := exts.u16()
 		data := exts.vec(2)
+		if typ == extECH || typ == extESNI {
+			encrypted = true
+		}
 		if exts.err != nil || typ != extServerName {
 			continue
 		}
@@ -144,6 +156,9 @@ func findSNI(exts *reader) (string, error) {
 	}
 	if exts.err != nil {
 		return "", exts.err
+	}
+	if encrypted {
+		return "", ErrEncryptedHello
 	}
 	return sni, nil
 }

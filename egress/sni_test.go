@@ -3,6 +3,7 @@ package egress
 import (
 	"crypto/tls"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -102,6 +103,9 @@ func FuzzParseSNI(f *testing.F) {
 	f.Add(clientHello(f, "pypi.org"))
 	f.Add(clientHello(f, ""))
 	f.Add([]byte{0x16, 3, 1, 0, 4, 1, 0, 0, 0})
+	f.Add(rawHello(sniExt("pypi.org"), testExt{typ: 0xfe0d, data: []byte{0, 1}}))
+	f.Add(rawHello(sniExt("pypi.org"), testExt{typ: 0xffce}))
+	f.Add(rawHello(sniExt("\u212aey.example")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		name, err := ParseSNI(b)
 		if err != nil && name != "" {
@@ -113,4 +117,46 @@ func FuzzParseSNI(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckSNIRefusesEncryptedHello: a ClientHello with an ECH (0xfe0d) or
+// draft ESNI (0xffce) extension carries its real server name encrypted;
+// the outer name is whatever the payload wrote, so the hello is refused
+// even when the outer name is the CONNECT host.
+func TestCheckSNIRefusesEncryptedHello(t *testing.T) {
+	for _, typ := range []uint16{0xfe0d, 0xffce} {
+		hello := rawHello(sniExt("pypi.test"), testExt{typ: typ, data: []byte{0, 1, 2, 3}})
+		err := checkSNI(hello, "pypi.test")
+		if err == nil || !strings.Contains(err.Error(), "encrypted") {
+			t.Errorf("extension %#04x: checkSNI = %v, want a refusal naming the encrypted ClientHello", typ, err)
+		}
+	}
+	if err := checkSNI(rawHello(sniExt("pypi.test")), "pypi.test"); err != nil {
+		t.Errorf("plain hello for the CONNECT host refused: %v", err)
+	}
+}
+
+// TestCheckSNIASCIIOnly: the server name is compared byte for byte after
+// ASCII lower-casing; Unicode case folding (KELVIN SIGN to k, LONG S to s)
+// and bytes outside a host name never match.
+func TestCheckSNIASCIIOnly(t *testing.T) {
+	for _, tc := range []struct {
+		sni, host string
+		ok        bool
+	}{
+		{"key.example.com", "key.example.com", true},
+		{"KEY.Example.COM", "key.example.com", true},
+		{"key.example.com.", "key.example.com", true},
+		{"\u212aey.example.com", "key.example.com", false},
+		{"\u017fecret.example.com", "secret.example.com", false},
+		{"k\x80y.example.com", "key.example.com", false},
+		{"key.example.com\x00", "key.example.com", false},
+		{"k_y.example.com", "key.example.com", false},
+		{"key.example.com..", "key.example.com", false},
+	} {
+		err := checkSNI(rawHello(sniExt(tc.sni)), tc.host)
+		if (err == nil) != tc.ok {
+			t.Errorf("SNI %q for %s: err %v, want ok=%v", tc.sni, tc.host, err, tc.ok)
+		}
+	}
 }

@@ -12,10 +12,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,20 +107,12 @@ func buildWheel(t *testing.T) []byte {
 // (the only build that honours the TESTONLY switches) and starts it.
 func startEgressSupervisor(t *testing.T, in *installation, net *internet) *supervisor {
 	t.Helper()
-	bin := in.path("bin/sandboxd-testonly")
-	if _, err := os.Stat(bin); err != nil {
-		cmd := exec.Command("go", "build", "-tags", "sandboxd_testonly", "-o", bin, "./cmd/sandboxd")
-		cmd.Dir = in.repo
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("build the test-only supervisor: %v\n%s", err, out)
-		}
-	}
+	bin := testOnlySupervisor(t, in)
 	p, s := net.httpPort, net.httpsPort
 	allow := fmt.Sprintf("pypi.test:%d,pypi.test:%d,localhost:%d,private.test:%d,rebind.test:%d,127.0.0.2:%d", p, s, p, p, p, p)
 	allow = strings.TrimSuffix(allow, fmt.Sprintf(",127.0.0.2:%d", p)) // IP literals cannot even be listed
 	return in.startSupervisor(t, supervisorOpts{
-		bin:   "bin/sandboxd-testonly",
+		bin:   bin,
 		extra: []string{"--egress-allow", allow, "--egress-allow-uid", "0"},
 		env: []string{
 			"TESTONLY_EGRESS_RESOLVE=pypi.test=127.0.0.2,off.test=127.0.0.2,localhost=127.0.0.1,private.test=10.0.0.1,rebind.test=127.0.0.2;10.0.0.1",
@@ -326,6 +316,50 @@ except (OSError, ssl.SSLError) as e:
 		}
 	})
 
+	t.Run("encrypted or non-ASCII ClientHello refused", func(t *testing.T) {
+		// Hand-built ClientHellos through the real relay: outer SNI
+		// pypi.test with an ECH (0xfe0d) or draft ESNI (0xffce)
+		// extension, and an SNI that Unicode case folding would turn
+		// into pypi.test (KELVIN SIGN for nothing here: LONG S for s).
+		before := n.hits.Load()
+		r := egressExec(t, s, "python", fmt.Sprintf(`
+import socket, struct
+def ext(typ, data): return struct.pack(">HH", typ, len(data)) + data
+def sni(name):
+    e = b"\x00" + struct.pack(">H", len(name)) + name
+    return ext(0, struct.pack(">H", len(e)) + e)
+def hello(exts):
+    body = b"\x03\x03" + bytes(32) + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + struct.pack(">H", len(exts)) + exts
+    hs = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
+for name, h in [("ech", hello(sni(b"pypi.test") + ext(0xfe0d, b"\x00\x01\x02"))),
+                ("esni", hello(sni(b"pypi.test") + ext(0xffce, b"\x00"))),
+                ("long-s", hello(sni("pypi.te\u017ft".encode())))]:
+    c = socket.create_connection(("127.0.0.1", 3128))
+    c.sendall(b"CONNECT pypi.test:%d HTTP/1.1\r\nHost: pypi.test:%d\r\n\r\n" + h)
+    c.settimeout(20)
+    got = b""
+    while True:
+        b = c.recv(4096)
+        if not b: break
+        got += b
+    print(name, got.split(b"\r\n")[0].decode(), len(got))
+`, sp, sp), n)
+		want := "ech HTTP/1.1 200 Connection established 39\nesni HTTP/1.1 200 Connection established 39\nlong-s HTTP/1.1 200 Connection established 39\n"
+		if r.Stdout != want {
+			t.Fatalf("stdout %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
+		}
+		c := r.Network.Connections
+		if len(c) != 3 || c[0].Allowed || c[1].Allowed || c[2].Allowed ||
+			!strings.Contains(c[0].Reason, "encrypted ClientHello") || !strings.Contains(c[1].Reason, "encrypted ClientHello") ||
+			!strings.Contains(c[2].Reason, "does not match the CONNECT host") {
+			t.Errorf("connections: %+v", c)
+		}
+		if got := n.hits.Load() - before; got != 0 {
+			t.Errorf("the stand-in internet saw %d requests", got)
+		}
+	})
+
 	t.Run("no other way out", func(t *testing.T) {
 		// Only after checking that lo is the sandbox's only interface does
 		// the payload try anything: a packet can then not leave the host.
@@ -380,26 +414,9 @@ print(s.connect_ex(("127.0.0.1", 3128)))
 	})
 
 	t.Run("production binary refuses TESTONLY", func(t *testing.T) {
-		cmd := exec.Command(in.path("bin/sandboxd"), "--socket", in.path("run", "testonly-"+randID()+".sock"),
-			"--state-dir", in.path("state"), "--audit-log", in.path("state/logs", "audit-testonly-"+randID()+".log"),
-			"--helper", in.path("libexec", "nsinit"), "--helper-config", in.path("etc/nsinit.json"),
-			"--cgroup-parent", in.cgroupParent, "--egress-allow", "pypi.test")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
-		in.placeSupervisor(t, cmd)
-		done := make(chan struct{})
-		var out []byte
-		var err error
-		go func() { out, err = cmd.CombinedOutput(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("the production supervisor started with a TESTONLY switch set:\n%s", out)
-		}
-		if err == nil || !strings.Contains(string(out), "not built for tests") {
-			t.Fatalf("err %v, output:\n%s", err, out)
+		out := refusesToStart(t, in, []string{"TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}, "--egress-allow", "pypi.test")
+		if !strings.Contains(out, "not built for tests") {
+			t.Fatalf("output:\n%s", out)
 		}
 	})
 

@@ -223,6 +223,9 @@ type Config struct {
 	// them.
 	AdminArchiveBackends []string
 	AdminS3Endpoints     []string
+	// AdminS3Buckets are the buckets an admin may choose besides
+	// --s3-bucket: on a shared endpoint the bucket is the destination.
+	AdminS3Buckets []string
 	// S3Timeout bounds one archive transfer; S3 slow or down never holds a
 	// delete longer.
 	S3Timeout time.Duration
@@ -258,6 +261,11 @@ type Config struct {
 	// files.pythonhosted.org:443,*.npmjs.org"); empty: no exec may use
 	// network "egress". Package egress parses and enforces it.
 	EgressAllow string
+	// EgressAllowNets are the special-purpose ranges (CIDR) an allowlisted
+	// name may resolve into (--egress-allow-net: an internal package
+	// mirror on 10.x). Never loopback, link-local, multicast, unspecified
+	// or one of the host's own addresses; IP literals stay refused.
+	EgressAllowNets []string
 	// EgressAllowUIDs are the callers (uids) that may ask for network
 	// "egress"; nobody else may, whatever the allowlist says.
 	EgressAllowUIDs []int
@@ -350,6 +358,21 @@ func (c Config) ArchiveLocalDir() string {
 	return filepath.Join(c.StateDir, "archives")
 }
 
+// ArchiveRestoreMaxBytes is the largest stored object a restore downloads:
+// the smaller of --archive-max-bytes (no archive the supervisor writes is
+// larger) and --archive-caller-max-bytes (no caller keeps more); 0 when
+// neither is set. Anything larger was not written by this supervisor as
+// configured and is refused before a byte of it is read.
+func (c Config) ArchiveRestoreMaxBytes() int64 {
+	var out int64
+	for _, v := range []int64{c.ArchiveMaxBytes, c.ArchiveCallerMaxBytes} {
+		if v > 0 && (out == 0 || v < out) {
+			out = v
+		}
+	}
+	return out
+}
+
 func (c Config) validateS3(bad badFunc) {
 	for _, b := range c.AdminArchiveBackends {
 		if b != "local" && b != "s3" && b != "none" {
@@ -359,6 +382,11 @@ func (c Config) validateS3(bad badFunc) {
 	for _, e := range c.AdminS3Endpoints {
 		if err := CheckS3Endpoint(e); err != nil {
 			bad("admin-s3-endpoint", "%v", err)
+		}
+	}
+	for _, b := range c.AdminS3Buckets {
+		if err := CheckS3Bucket(b); err != nil {
+			bad("admin-s3-bucket", "%v", err)
 		}
 	}
 	switch c.ArchiveBackend {
@@ -443,6 +471,7 @@ func settings() []setting {
 		{"s3-path-style", "address the S3 bucket in the path (MinIO, Ceph RGW, versitygw); false: virtual-hosted bucket names", func(c *Config) flag.Value { return (*boolValue)(&c.S3PathStyle) }},
 		{"admin-archive-backends", "archive backends an admin may switch to over the API (local, s3, none; comma list); empty: --archive-backend and none", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminArchiveBackends} }},
 		{"admin-s3-endpoint", "S3 endpoint an admin may choose over the API besides --s3-endpoint (repeatable or comma list); credentials stay the operator's", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminS3Endpoints} }},
+		{"admin-s3-bucket", "S3 bucket an admin may choose over the API besides --s3-bucket (repeatable or comma list); on a shared endpoint the bucket is where archives go, so no other is accepted", func(c *Config) flag.Value { return &wordListValue{p: &c.AdminS3Buckets} }},
 		{"s3-timeout", "longest one archive transfer to or from S3 may take (Go duration)", func(c *Config) flag.Value { return (*durationValue)(&c.S3Timeout) }},
 		{"archive-max-bytes", "largest session archive; a larger one is skipped (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArchiveMaxBytes) }},
 		{"archive-retention", "remove archives not written or restored for this long, at start and hourly (Go duration or Nd days); 0 keeps them", func(c *Config) flag.Value { return (*durationValue)(&c.ArchiveRetention) }},
@@ -460,6 +489,7 @@ func settings() []setting {
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
 		{"egress-allow", "egress allowlist: comma list of host, host:port, *.domain (no port: 80 and 443); empty (default): no egress", func(c *Config) flag.Value { return (*stringValue)(&c.EgressAllow) }},
+		{"egress-allow-net", "CIDR range an allowlisted name may resolve into although it is not public, e.g. an internal package mirror's 10.20.0.0/16 (repeatable or comma list); IP literals stay refused; loopback, link-local, multicast, unspecified and the host's own addresses are refused at start; empty (default): public addresses only", func(c *Config) flag.Value { return &wordListValue{p: &c.EgressAllowNets} }},
 		{"egress-allow-uid", "uid that may ask for network \"egress\" (repeatable or comma list); nobody by default", func(c *Config) flag.Value { return &idListValue{p: &c.EgressAllowUIDs} }},
 		{"egress-max-conns", "most egress connection attempts per exec", func(c *Config) flag.Value { return (*intValue)(&c.EgressMaxConns) }},
 		{"egress-max-bytes", "most egress bytes per exec, both ways (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.EgressMaxBytes) }},
@@ -601,6 +631,12 @@ func (c Config) validateEgress(bad badFunc) {
 		// One phrase for every bad list (docs/CONFIG.md shows it); the
 		// supervisor's own parse at start names the entry.
 		bad("egress-allow", "want a comma list of host names, each optionally *.-prefixed and :port-suffixed (no IP literals)")
+	}
+	if _, err := egress.ParseAllowNets(c.EgressAllowNets); err != nil {
+		bad("egress-allow-net", "%v", err)
+	}
+	if len(c.EgressAllowNets) > 0 && c.EgressAllow == "" {
+		bad("egress-allow-net", "is set but --egress-allow is empty: a range admits only names on the allowlist")
 	}
 	if c.EgressMaxConns < 1 || c.EgressMaxConns > 100_000 {
 		bad("egress-max-conns", "%d is outside 1..100000", c.EgressMaxConns)

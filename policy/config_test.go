@@ -349,3 +349,47 @@ func TestShares(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressAllowNet: the ranges come from the repeatable flag or the
+// comma-separated variable; loopback and link-local ranges, a range
+// without an allowlist, and bad CIDRs are refused, naming the flag.
+func TestEgressAllowNet(t *testing.T) {
+	c, err := Load(newFS(), []string{"--egress-allow", "mirror.internal"}, envMap(map[string]string{"SANDBOXD_EGRESS_ALLOW_NET": "10.20.0.0/16, fd12:3456::/48"}))
+	if err != nil || !reflect.DeepEqual(c.EgressAllowNets, []string{"10.20.0.0/16", "fd12:3456::/48"}) {
+		t.Fatalf("env: %v %v", c.EgressAllowNets, err)
+	}
+	c, err = Load(newFS(), []string{"--egress-allow", "mirror.internal", "--egress-allow-net", "10.20.0.0/16", "--egress-allow-net", "100.64.1.0/24"}, envMap(nil))
+	if err != nil || len(c.EgressAllowNets) != 2 {
+		t.Fatalf("flags: %v %v", c.EgressAllowNets, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--egress-allow", "m.internal", "--egress-allow-net", "127.0.0.0/8"}, "loopback"},
+		{[]string{"--egress-allow", "m.internal", "--egress-allow-net", "169.254.0.0/16"}, "link-local"},
+		{[]string{"--egress-allow", "m.internal", "--egress-allow-net", "0.0.0.0/0"}, "unspecified"},
+		{[]string{"--egress-allow", "m.internal", "--egress-allow-net", "10.0.0.1/8"}, "host bits"},
+		{[]string{"--egress-allow-net", "10.0.0.0/8"}, "--egress-allow is empty"},
+	} {
+		_, err := Load(newFS(), tc.args, envMap(nil))
+		if err == nil || !strings.Contains(err.Error(), "--egress-allow-net") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming --egress-allow-net and %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestArchiveRestoreMaxBytes(t *testing.T) {
+	for _, tc := range []struct{ archive, caller, want int64 }{
+		{200 << 20, 1 << 30, 200 << 20},
+		{200 << 20, 0, 200 << 20},
+		{0, 1 << 20, 1 << 20},
+		{0, 0, 0},
+		{2 << 30, 1 << 30, 1 << 30},
+	} {
+		c := Config{ArchiveMaxBytes: tc.archive, ArchiveCallerMaxBytes: tc.caller}
+		if got := c.ArchiveRestoreMaxBytes(); got != tc.want {
+			t.Errorf("max %d, caller %d: %d, want %d", tc.archive, tc.caller, got, tc.want)
+		}
+	}
+}

@@ -9,13 +9,16 @@ import (
 	"strings"
 )
 
-// The archive live settings: the backend and its S3
-// parameters. The operator's caps are two lists: the backends an admin may
-// choose (--admin-archive-backends; by default the operator's backend and
-// none) and the S3 endpoints (--s3-endpoint and --admin-s3-endpoint). An
-// endpoint is where every archived workspace goes and what the operator's
-// credentials sign for, so an admin can never send archives to a server
-// the operator did not name. Bucket, region, prefix and addressing are the
+// The archive live settings: the backend and its S3 parameters. The
+// operator's caps are three lists: the backends an admin may choose
+// (--admin-archive-backends; by default the operator's backend and none),
+// the S3 endpoints (--s3-endpoint and --admin-s3-endpoint) and the buckets
+// (--s3-bucket and --admin-s3-bucket). An endpoint is where every archived
+// workspace goes and what the operator's credentials sign for; on a shared
+// endpoint (AWS, GCS interop, a hosted MinIO) the bucket is the
+// destination just as much, since another party's bucket may accept the
+// operator's signature. So an admin can never send archives to a server or
+// a bucket the operator did not name. Region, prefix and addressing are the
 // admin's, checked as strictly as the flags. Credentials are not a setting:
 // they come from the operator's file or environment, never from a request.
 
@@ -43,7 +46,7 @@ func s3Settings() []s3Setting {
 	return []s3Setting{
 		{SettingS3Endpoint, "s3-endpoint", false, checkEndpointAllowed,
 			func(c Config) string { return c.S3Endpoint }, func(c *Config, v string) { c.S3Endpoint = v }},
-		{SettingS3Bucket, "s3-bucket", false, func(_ Config, v string) error { return CheckS3Bucket(v) },
+		{SettingS3Bucket, "s3-bucket", false, checkBucketAllowed,
 			func(c Config) string { return c.S3Bucket }, func(c *Config, v string) { c.S3Bucket = v }},
 		{SettingS3Region, "s3-region", false, func(_ Config, v string) error { return CheckS3Region(v) },
 			func(c Config) string { return c.S3Region }, func(c *Config, v string) { c.S3Region = v }},
@@ -68,14 +71,18 @@ func archiveBackends(op Config) []string {
 
 // s3Endpoints are the endpoints an admin may choose (the cap of
 // archive_s3_endpoint).
-func s3Endpoints(op Config) []string {
+func s3Endpoints(op Config) []string { return operatorList(op.S3Endpoint, op.AdminS3Endpoints) }
+
+// operatorList is the operator's own value (if set) and the admin list,
+// without repeats: what an admin may choose.
+func operatorList(own string, admin []string) []string {
 	var out []string
-	if op.S3Endpoint != "" {
-		out = append(out, op.S3Endpoint)
+	if own != "" {
+		out = append(out, own)
 	}
-	for _, e := range op.AdminS3Endpoints {
-		if !slices.Contains(out, e) {
-			out = append(out, e)
+	for _, v := range admin {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out
@@ -85,14 +92,35 @@ func checkEndpointAllowed(op Config, v string) error {
 	if err := CheckS3Endpoint(v); err != nil {
 		return err
 	}
-	allowed := s3Endpoints(op)
-	if !slices.Contains(allowed, v) {
-		if len(allowed) == 0 {
-			return fmt.Errorf("%q is not allowed: the operator allows no S3 endpoint (--s3-endpoint, --admin-s3-endpoint)", v)
-		}
-		return fmt.Errorf("%q is not one of the operator's endpoints %s (--s3-endpoint, --admin-s3-endpoint)", v, strings.Join(allowed, ", "))
+	return checkListed(v, s3Endpoints(op), "endpoint", "--s3-endpoint, --admin-s3-endpoint")
+}
+
+// checkListed refuses v unless the operator listed it (flags names the
+// flags that list what).
+func checkListed(v string, allowed []string, what, flags string) error {
+	if slices.Contains(allowed, v) {
+		return nil
 	}
-	return nil
+	if len(allowed) == 0 {
+		return fmt.Errorf("%q is not allowed: the operator allows no S3 %s (%s)", v, what, flags)
+	}
+	return fmt.Errorf("%q is not one of the operator's %ss %s (%s)", v, what, strings.Join(allowed, ", "), flags)
+}
+
+// s3Buckets are the buckets an admin may choose (the cap of
+// archive_s3_bucket): the operator's --s3-bucket and --admin-s3-bucket.
+func s3Buckets(op Config) []string { return operatorList(op.S3Bucket, op.AdminS3Buckets) }
+
+// checkBucketAllowed accepts only a bucket the operator named (even one
+// the syntax check would not accept: the operator chose it).
+func checkBucketAllowed(op Config, v string) error {
+	allowed := s3Buckets(op)
+	if !slices.Contains(allowed, v) {
+		if err := CheckS3Bucket(v); err != nil {
+			return err
+		}
+	}
+	return checkListed(v, allowed, "bucket", "--s3-bucket, --admin-s3-bucket")
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
@@ -168,6 +196,9 @@ func checkArchive(op, c Config) error {
 	if c.S3Bucket == "" {
 		return settingInvalid("%s s3 needs %s: the operator set no --s3-bucket", SettingArchiveBackend, SettingS3Bucket)
 	}
+	if err := checkBucketAllowed(op, c.S3Bucket); err != nil {
+		return settingInvalid("%s s3 needs %s: %v", SettingArchiveBackend, SettingS3Bucket, err)
+	}
 	return nil
 }
 
@@ -226,6 +257,8 @@ func archiveStates(def, op Config, o Overrides, src func(admin, fromDef bool) st
 		switch s.key {
 		case SettingS3Endpoint:
 			limit = strings.Join(s3Endpoints(op), "|")
+		case SettingS3Bucket:
+			limit = strings.Join(s3Buckets(op), "|")
 		case SettingS3PathStyle:
 			val, limit = eff.S3PathStyle, "true|false"
 		}

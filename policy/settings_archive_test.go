@@ -17,6 +17,7 @@ func archiveOp() Config {
 	c.AdminArchiveBackends = []string{"local", "s3", "none"}
 	c.AdminS3Endpoints = []string{"http://127.0.0.1:7070"}
 	c.S3Bucket = "archives"
+	c.AdminS3Buckets = []string{"b-1.x"}
 	return c
 }
 
@@ -36,6 +37,8 @@ func TestApplyPatchArchive(t *testing.T) {
 		{"bucket upper case", `{"archive_s3_bucket":"Archives"}`, nil, "S3 bucket name"},
 		{"bucket short", `{"archive_s3_bucket":"ab"}`, nil, "S3 bucket name"},
 		{"bucket not a string", `{"archive_s3_bucket":7}`, nil, "want a string"},
+		{"bucket not listed", `{"archive_s3_bucket":"other-tenant"}`, nil, "not one of the operator's buckets archives, b-1.x"},
+		{"no bucket listed", `{"archive_s3_bucket":"archives"}`, func(c *Config) { c.S3Bucket, c.AdminS3Buckets = "", nil }, "allows no S3 bucket"},
 		{"region bad", `{"archive_s3_region":"eu west"}`, nil, "region name"},
 		{"prefix absolute", `{"archive_s3_prefix":"/a/"}`, nil, "relative prefix"},
 		{"prefix dotdot", `{"archive_s3_prefix":"a/../"}`, nil, "relative prefix"},
@@ -103,7 +106,7 @@ func TestArchiveStates(t *testing.T) {
 	for _, s := range SettingStates(Defaults(), op, Overrides{}) {
 		got[s.Key] = s
 	}
-	if got[SettingArchiveBackend].Cap != "local|s3|none" || got[SettingS3Endpoint].Cap != "http://127.0.0.1:7070" ||
+	if got[SettingArchiveBackend].Cap != "local|s3|none" || got[SettingS3Endpoint].Cap != "http://127.0.0.1:7070" || got[SettingS3Bucket].Cap != "archives|b-1.x" ||
 		got[SettingS3PathStyle].Value != true || got[SettingS3Bucket].Value != "archives" {
 		t.Fatalf("states %+v", got)
 	}
@@ -115,17 +118,45 @@ func TestArchiveStates(t *testing.T) {
 // TestAdminArchiveFlags: the caps come from flags and SANDBOXD_* variables
 // alike; a flag replaces the variable's list (flag wins over env).
 func TestAdminArchiveFlags(t *testing.T) {
-	env := map[string]string{"SANDBOXD_ADMIN_ARCHIVE_BACKENDS": "local,none", "SANDBOXD_ADMIN_S3_ENDPOINT": "http://a:9000,http://b:9000"}
+	env := map[string]string{"SANDBOXD_ADMIN_ARCHIVE_BACKENDS": "local,none", "SANDBOXD_ADMIN_S3_ENDPOINT": "http://a:9000,http://b:9000", "SANDBOXD_ADMIN_S3_BUCKET": "tenant-a,tenant-b"}
 	c, err := Load(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--admin-archive-backends", "s3", "--admin-archive-backends", "none", "--s3-path-style=false"},
 		func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.AdminArchiveBackends, []string{"s3", "none"}) || !slices.Equal(c.AdminS3Endpoints, []string{"http://a:9000", "http://b:9000"}) || c.S3PathStyle {
+	if !slices.Equal(c.AdminArchiveBackends, []string{"s3", "none"}) || !slices.Equal(c.AdminS3Endpoints, []string{"http://a:9000", "http://b:9000"}) || c.S3PathStyle ||
+		!slices.Equal(c.AdminS3Buckets, []string{"tenant-a", "tenant-b"}) {
 		t.Fatalf("backends %v, endpoints %v, path style %v", c.AdminArchiveBackends, c.AdminS3Endpoints, c.S3PathStyle)
 	}
 	if _, err := Load(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--admin-s3-endpoint", "s3.example"}, func(string) string { return "" }); err == nil ||
 		!strings.Contains(err.Error(), "--admin-s3-endpoint") {
 		t.Fatalf("a bare host accepted: %v", err)
+	}
+	if _, err := Load(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--admin-s3-bucket", "Bad_Bucket"}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "--admin-s3-bucket") {
+		t.Fatalf("a bad bucket name accepted: %v", err)
+	}
+}
+
+// TestArchiveBucketIsCapped: on a shared endpoint the bucket is the
+// destination, so an admin may name only the operator's bucket (and those
+// of --admin-s3-bucket); a persisted bucket the operator no longer lists
+// is dropped at start, with a note.
+func TestArchiveBucketIsCapped(t *testing.T) {
+	op := archiveOp()
+	_, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_s3_bucket":"attacker-bucket"}`))
+	if err == nil || !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "archives") {
+		t.Errorf("a bucket the operator did not list: %v, want 400 naming the operator's bucket", err)
+	}
+	if _, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_s3_bucket":"archives"}`)); err != nil {
+		t.Errorf("the operator's own bucket: %v", err)
+	}
+	persisted := Overrides{S3: map[string]string{SettingS3Bucket: "attacker-bucket", SettingS3Prefix: "p/"}}
+	out, notes := Reclamp(op, persisted)
+	if _, ok := out.S3[SettingS3Bucket]; ok || out.S3[SettingS3Prefix] != "p/" || len(notes) != 1 || !strings.Contains(notes[0], "attacker-bucket") {
+		t.Errorf("reclamped %+v, notes %v: want the bucket dropped with a note", out, notes)
+	}
+	if e := Effective(op, persisted); e.S3Bucket != "archives" {
+		t.Errorf("effective bucket %q from an unlisted override", e.S3Bucket)
 	}
 }

@@ -35,6 +35,7 @@ func OpenArchiveStore(cfg policy.Config) (archive.Store, error) {
 			Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, Region: cfg.S3Region, Prefix: cfg.S3Prefix,
 			VirtualHosted: !cfg.S3PathStyle, CredentialsFile: cfg.S3CredentialsFile,
 			SpoolDir: filepath.Join(cfg.ArchiveLocalDir(), "spool"), Timeout: cfg.S3Timeout,
+			MaxBytes: cfg.ArchiveRestoreMaxBytes(),
 		})
 		if err != nil {
 			return nil, err

@@ -220,7 +220,7 @@ func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
 		Time: time.Now().UTC(), ExecID: execID, Step: audit.StepEgress, Source: "supervisor",
 		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, Caller: c.ID(), OK: r.Allowed,
 		Facts: &facts.Egress{
-			Method: r.Method, Host: r.Host, Port: r.Port, Address: r.Address, Allowed: r.Allowed,
+			Method: r.Method, Host: r.Host, Port: r.Port, Address: r.Address, AllowNet: r.AllowNet, Allowed: r.Allowed,
 			Reason: r.Reason, BytesOut: r.BytesOut, BytesIn: r.BytesIn, DurationMS: r.Duration.Milliseconds(),
 		},
 	}

@@ -331,6 +331,7 @@ type Egress struct {
 	Host       string `json:"host,omitzero" doc:"the destination host as requested (the CONNECT authority or the URL's host)"`
 	Port       int    `json:"port,omitzero" doc:"the destination port as requested"`
 	Address    string `json:"address,omitzero" doc:"the address the proxy resolved and dialled, or the one it refused"`
+	AllowNet   string `json:"allow_net,omitzero" doc:"the operator's --egress-allow-net range that admitted address (not a public address: an internal mirror reached through an allowlisted name); absent for a public address and for a refusal"`
 	Allowed    bool   `json:"allowed" audit:"always" doc:"the proxy connected to the destination"`
 	Reason     string `json:"reason,omitzero" doc:"why it was refused or cut, or the allowlist rule that allowed it"`
 	BytesOut   int64  `json:"bytes_out" audit:"always" doc:"bytes from the sandbox to the destination"`
@@ -345,6 +346,7 @@ func (*Egress) Step() string { return StepEgress }
 func (*Egress) Sentences() []Sentence {
 	return []Sentence{
 		{Text: "Egress {method} {host}:{port} (address {address}): allowed {allowed}; {reason}."},
+		{Text: "Admitted by the opted-in range {allow_net} (--egress-allow-net)."},
 		{Text: "{bytes_out} bytes out, {bytes_in} bytes in, {duration_ms} ms."},
 	}
 }

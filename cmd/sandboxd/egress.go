@@ -26,12 +26,16 @@ func setupEgress(srv *supervisor.Server, cfg policy.Config, log *slog.Logger) er
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
 	}
+	nets, err := egress.ParseAllowNets(cfg.EgressAllowNets)
+	if err != nil {
+		return fmt.Errorf("--egress-allow-net: %w", err)
+	}
 	p, err := egress.New(egress.Config{
-		Allow: allow, TestOnly: testOnly,
+		Allow: allow, AllowNets: nets, TestOnly: testOnly,
 		Limits: egress.Limits{MaxConns: cfg.EgressMaxConns, MaxBytes: cfg.EgressMaxBytes},
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("egress: %w", err)
 	}
 	// The helper config's egress_dir (config.Default: next to workspaces/).
 	dir := filepath.Join(cfg.StateDir, "egress")
@@ -50,6 +54,6 @@ func setupEgress(srv *supervisor.Server, cfg policy.Config, log *slog.Logger) er
 		}
 	}
 	srv.SetEgress(p, dir)
-	log.Info("egress proxy", "allow", cfg.EgressAllow, "allow_uids", cfg.EgressAllowUIDs, "testonly", testOnly != nil)
+	log.Info("egress proxy", "allow", cfg.EgressAllow, "allow_net", cfg.EgressAllowNets, "allow_uids", cfg.EgressAllowUIDs, "testonly", testOnly != nil)
 	return nil
 }
