@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/kernel"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 	"github.com/sandboxd/sandboxd/policy"
@@ -217,8 +218,9 @@ func (s *Server) environmentHealth() []api.EnvironmentHealth {
 // silently give it other packages than it asked for. (A kernel that has
 // ended is replaced by one in the exec's environment.)
 func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) error {
-	k, _ := s.sessions.kernel(sess, req.Runtime)
-	if k == nil || !k.alive() || k.environment == req.Environment {
+	held, _ := s.sessions.kernel(sess, req.Runtime)
+	k, ok := held.(*kernel.Kernel)
+	if !ok || !k.Alive() || k.Environment() == req.Environment {
 		return nil
 	}
 	name := func(e string) string {
@@ -228,7 +230,7 @@ func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) err
 		return fmt.Sprintf("environment %q", e)
 	}
 	return errdefs.New(errdefs.ErrConflict,
-		fmt.Sprintf("the session's %s kernel runs in %s; this exec asks for %s", req.Runtime, name(k.environment), name(req.Environment)),
+		fmt.Sprintf("the session's %s kernel runs in %s; this exec asks for %s", req.Runtime, name(k.Environment()), name(req.Environment)),
 		fmt.Sprintf(`send "mode": "process", or restart the kernel (POST /v1/sessions/%s/kernels/%s/restart starts it in the session's environment)`, sess.ID, req.Runtime), nil)
 }
 

@@ -52,7 +52,7 @@ func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, s
 		return decision{facts: d.Facts}, apiE
 	}
 	mode := d.Mode
-	if _, ok := s.runners(); !ok && mode == api.ModeKernel && req.Mode == "" {
+	if _, ok := s.kernelHost(); !ok && mode == api.ModeKernel && req.Mode == "" {
 		mode = api.ModeProcess // the session default, where kernels cannot run
 	}
 	return decision{

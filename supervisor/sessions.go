@@ -54,7 +54,7 @@ type Session struct {
 	Environment string `json:"environment,omitempty"`
 
 	// Guarded by SessionStore.mu.
-	kernels  map[string]*kernel // running kernels by language
+	kernels  map[string]Kernel // running kernels by language
 	deleting bool
 	busy     int // execs and file operations in progress
 	// execSlot serialises execs: one token, taken for the whole exec.
@@ -454,7 +454,7 @@ func (st *SessionStore) View(s *Session) SessionView {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ks := make([]*kernel, 0, len(s.kernels))
+	ks := make([]Kernel, 0, len(s.kernels))
 	for _, k := range s.kernels {
 		ks = append(ks, k)
 	}
@@ -462,8 +462,8 @@ func (st *SessionStore) View(s *Session) SessionView {
 		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}, Network: s.Network, Environment: s.Environment}
 	st.mu.Unlock()
 	for _, k := range ks {
-		if k.alive() {
-			v.Kernels = append(v.Kernels, k.info())
+		if k.Alive() {
+			v.Kernels = append(v.Kernels, k.Info())
 		}
 	}
 	sort.Slice(v.Kernels, func(i, j int) bool { return v.Kernels[i].Language < v.Kernels[j].Language })
@@ -693,14 +693,14 @@ func (st *SessionStore) CancelAll() {
 			s.cancelExec()
 		}
 		for _, k := range s.kernels {
-			go k.sb.Stop()
+			go k.Stop()
 		}
 	}
 }
 
 // kernel returns the session's kernel of language and whether one of that
 // language ever ran in the session.
-func (st *SessionStore) kernel(s *Session, language string) (*kernel, bool) {
+func (st *SessionStore) kernel(s *Session, language string) (Kernel, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return s.kernels[language], slices.Contains(s.KernelsRun, language)
@@ -708,10 +708,10 @@ func (st *SessionStore) kernel(s *Session, language string) (*kernel, bool) {
 
 // setKernel records k as the session's kernel of its language (nil: none)
 // and persists that one has run.
-func (st *SessionStore) setKernel(s *Session, language string, k *kernel) {
+func (st *SessionStore) setKernel(s *Session, language string, k Kernel) {
 	st.mu.Lock()
 	if s.kernels == nil {
-		s.kernels = map[string]*kernel{}
+		s.kernels = map[string]Kernel{}
 	}
 	if k == nil {
 		delete(s.kernels, language)
@@ -738,6 +738,14 @@ func (st *SessionStore) stopKernels(s *Session) {
 	s.kernels = nil
 	st.mu.Unlock()
 	for _, k := range ks {
-		k.sb.Stop()
+		k.Stop()
 	}
+}
+
+// Kernel is a session's running kernel as the store holds it: the store
+// lists, reports and stops kernels; it never runs an exec in one.
+type Kernel interface {
+	Alive() bool
+	Stop()
+	Info() api.Kernel
 }

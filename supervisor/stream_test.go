@@ -67,3 +67,20 @@ func TestKernelModeRules(t *testing.T) {
 		t.Fatalf("inputs without entrypoint: %d %s", r.status, r.body)
 	}
 }
+
+func TestEventLines(t *testing.T) {
+	for _, tc := range []struct {
+		e    event
+		want string
+	}{
+		{event{Type: "stdout", Data: "a\n"}, `{"type":"stdout","data":"a\n"}`},
+		{event{Type: "stderr", Data: ""}, `{"type":"stderr","data":""}`},
+		{event{Type: "result", Result: &ExecResult{ID: "x"}}, `{"type":"result","id":"x",`},
+		{event{Type: "error", Error: apiErr("internal", "boom")}, `{"type":"error","error":{"code":"internal","message":"boom"}}`},
+	} {
+		got := string(tc.e.line())
+		if !strings.HasPrefix(got, tc.want) || !strings.HasSuffix(got, "}\n") || strings.Count(got, "\n") != 1 {
+			t.Errorf("line %q, want prefix %q", got, tc.want)
+		}
+	}
+}

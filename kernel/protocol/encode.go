@@ -18,6 +18,9 @@ type Execute struct {
 	Stdin      string
 	Entrypoint string
 	Inputs     json.RawMessage
+	// Env is this exec's environment, set for it alone over the kernel's
+	// own (the runner applies it for the exec and restores it after).
+	Env map[string]string
 }
 
 // Encoder writes requests to a kernel's fd 0, one line per Write call.
@@ -28,12 +31,13 @@ func NewEncoder(w io.Writer) *Encoder { return &Encoder{w: w} }
 
 // wire forms: field order is fixed, so the bytes are reproducible.
 type executeWire struct {
-	Type       string          `json:"type"`
-	ID         string          `json:"id"`
-	Code       string          `json:"code"`
-	Stdin      string          `json:"stdin"`
-	Entrypoint string          `json:"entrypoint"`
-	Inputs     json.RawMessage `json:"inputs"`
+	Type       string            `json:"type"`
+	ID         string            `json:"id"`
+	Code       string            `json:"code"`
+	Stdin      string            `json:"stdin"`
+	Entrypoint string            `json:"entrypoint"`
+	Inputs     json.RawMessage   `json:"inputs"`
+	Env        map[string]string `json:"env,omitempty"`
 }
 
 type interruptWire struct {
@@ -54,7 +58,7 @@ func (e *Encoder) Execute(req Execute) error {
 		inputs = json.RawMessage("null")
 	}
 	return e.write(executeWire{Type: TypeExecute, ID: req.ID, Code: req.Code, Stdin: req.Stdin,
-		Entrypoint: req.Entrypoint, Inputs: inputs})
+		Entrypoint: req.Entrypoint, Inputs: inputs, Env: req.Env})
 }
 
 // Interrupt asks the kernel to interrupt exec id if it is still running.
@@ -95,6 +99,11 @@ func checkExecute(req Execute) error {
 	// kernel would run code other than what the caller sent.
 	if !utf8.ValidString(req.Code) || !utf8.ValidString(req.Stdin) {
 		return invalid("code and stdin must be valid UTF-8")
+	}
+	for k, v := range req.Env {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return invalid("env names and values must be valid UTF-8")
+		}
 	}
 	if req.Entrypoint != "" && !isIdentifier(req.Entrypoint) {
 		return invalid("entrypoint %.64q is not an identifier of at most %d bytes", req.Entrypoint, maxEntrypointLen)

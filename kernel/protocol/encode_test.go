@@ -54,3 +54,22 @@ func TestEncodeRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeExecuteEnv: an exec's env travels on its execute request as an
+// object of strings; an exec without env sends none, and a name or value
+// that is not UTF-8 is refused rather than rewritten.
+func TestEncodeExecuteEnv(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	if err := enc.Execute(Execute{ID: "e1", Code: "1", Env: map[string]string{"B": "2", "A": "x y"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"execute","id":"e1","code":"1","stdin":"","entrypoint":"","inputs":null,"env":{"A":"x y","B":"2"}}` + "\n"
+	if buf.String() != want {
+		t.Fatalf("wire:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	buf.Reset()
+	if err := enc.Execute(Execute{ID: "e2", Code: "1", Env: map[string]string{"A": "\xff"}}); !errors.Is(err, errdefs.ErrInvalid) || buf.Len() != 0 {
+		t.Fatalf("Execute with a non-UTF-8 value = %v, wrote %q", err, buf.String())
+	}
+}
