@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -63,7 +64,7 @@ type Server struct {
 	envMu sync.Mutex
 	envs  *envChecker // nil until WatchEnvironments (environments.go)
 
-	warm atomic.Pointer[warmPool] // nil: no warm pool (StartWarmPool, warmpool.go)
+	warm atomic.Pointer[launch.WarmPool] // nil: no warm pool (StartWarmPool, warmpool.go)
 
 	shutdownGrace time.Duration
 	killGrace     time.Duration
