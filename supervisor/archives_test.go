@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/archive/archivetest"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -64,7 +65,7 @@ func (r *switchRig) patch(t *testing.T, body string) (int, string) {
 // deletes it (archiving it), and reports whether it was restored.
 func (r *switchRig) cycle(t *testing.T, key string) bool {
 	t.Helper()
-	owner := Caller{UID: 1000}
+	owner := launch.Caller{UID: 1000}
 	s, err := r.st.Create(owner, nil, key)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -518,7 +519,7 @@ func TestRefusalRecordsPerCaller(t *testing.T) {
 		}
 	}
 	// Two key callers refused within the same interval.
-	for _, c := range []Caller{{UID: -1, GID: -1, PID: -1, Key: "alice"}, {UID: -1, GID: -1, PID: -1, Key: "bob"}} {
+	for _, c := range []launch.Caller{{UID: -1, GID: -1, PID: -1, Key: "alice"}, {UID: -1, GID: -1, PID: -1, Key: "bob"}} {
 		s.srv.auditRefusal(s.srv.record(newExecID(), audit.StepAccept, c, apiErr(api.CodeForbidden, "no"), map[string]any{"method": "GET", "path": "/x"}))
 	}
 	addrs, keys := map[string]bool{}, map[string]bool{}

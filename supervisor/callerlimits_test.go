@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // rawRequest opens a connection and sends a request head (and no body,
@@ -157,7 +158,7 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs, cfg.MaxQueuedExecsPerCaller = 2, 4, 1
 	release := make(chan struct{})
-	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -214,10 +215,10 @@ func TestSessionShareRefusalMetric(t *testing.T) {
 	if r := ts.do("POST", "/v1/sessions", "{}"); r.status != 429 {
 		t.Fatalf("second create: %d %s, want 429", r.status, r.body)
 	}
-	if _, err := st.Create(Caller{UID: 4242}, nil, ""); err != nil {
+	if _, err := st.Create(launch.Caller{UID: 4242}, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Create(Caller{UID: 4343}, nil, ""); err == nil {
+	if _, err := st.Create(launch.Caller{UID: 4343}, nil, ""); err == nil {
 		t.Fatal("a third session past --max-sessions")
 	}
 	m := string(ts.do("GET", "/metrics", "").body)
@@ -316,7 +317,7 @@ func TestSessionShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostile, other := Caller{UID: 1001}, Caller{UID: 1002}
+	hostile, other := launch.Caller{UID: 1001}, launch.Caller{UID: 1002}
 	for i := 0; i < 2; i++ {
 		if _, err := st.Create(hostile, nil, ""); err != nil {
 			t.Fatal(err)
@@ -364,7 +365,7 @@ func (l *callerLimits) open() int {
 func (l *callerLimits) inFlight(uid int) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bodies[Caller{UID: uid}.ID()]
+	return l.bodies[launch.Caller{UID: uid}.ID()]
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -383,7 +384,7 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	archiveKey := func(c Caller, key string) {
+	archiveKey := func(c launch.Caller, key string) {
 		t.Helper()
 		s, err := st.Create(c, nil, key)
 		if err != nil {
@@ -397,7 +398,7 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // distinct modification times
 	}
-	hostile, other := Caller{UID: 1001}, Caller{UID: 1002}
+	hostile, other := launch.Caller{UID: 1001}, launch.Caller{UID: 1002}
 	for _, k := range []string{"a", "b", "c", "d"} {
 		archiveKey(hostile, k)
 	}

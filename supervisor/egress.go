@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/egress"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) egressSocket(id string) (string, net.Listener, error) {
 
 // egressReport is the audit sink of one exec's (or kernel's) connection
 // records.
-func (s *Server) egressReport(execID string, caller Caller, log *slog.Logger) func(egress.Record) {
+func (s *Server) egressReport(execID string, caller launch.Caller, log *slog.Logger) func(egress.Record) {
 	return func(r egress.Record) {
 		if err := s.writeAudit(egressRecord(execID, caller, r)); err != nil {
 			log.Error("egress audit record", "err", err)
@@ -73,7 +74,7 @@ func (s *Server) egressReport(execID string, caller Caller, log *slog.Logger) fu
 
 // startEgress serves a process exec's proxy on its own socket until
 // finish.
-func (s *Server) startEgress(ctx context.Context, execID string, caller Caller, log *slog.Logger) (*egressRun, error) {
+func (s *Server) startEgress(ctx context.Context, execID string, caller launch.Caller, log *slog.Logger) (*egressRun, error) {
 	dir, l, err := s.egressSocket(execID)
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func networkResult(e *egress.Exec) *api.NetworkResult {
 // ignores the proxy variables; egress.NodeOptionsImport). The request's
 // own NODE_OPTIONS is kept, the import appended. Any other launch is
 // unchanged: a "none" exec never gets it.
-func egressLaunchEnv(req *LaunchRequest) {
+func egressLaunchEnv(req *launch.Request) {
 	if req.Network != api.NetworkEgress || req.Runtime != "javascript" {
 		return
 	}
@@ -135,7 +136,7 @@ func egressLaunchEnv(req *LaunchRequest) {
 // session kernel's launch req (network "egress"), one socket bound into
 // that kernel's sandbox alone (its directory named by the kernel's launch
 // id), and points req at it.
-func (s *Server) kernelEgress(req *LaunchRequest) (kernel.Proxy, error) {
+func (s *Server) kernelEgress(req *launch.Request) (kernel.Proxy, error) {
 	ke, err := s.startKernelEgress(req.ExecID, req.Caller)
 	if err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ type kernelProxy struct {
 // startKernelEgress serves the proxy of the kernel whose launch id is
 // kernelID, until Stop. Connections made outside an exec are audited under
 // the kernel's launch id and its caller (the one whose exec started it).
-func (s *Server) startKernelEgress(kernelID string, caller Caller) (*kernelProxy, error) {
+func (s *Server) startKernelEgress(kernelID string, caller launch.Caller) (*kernelProxy, error) {
 	log := s.log.With("kernel_id", kernelID)
 	dir, l, err := s.egressSocket(kernelID)
 	if err != nil {
@@ -189,7 +190,7 @@ func (ke *kernelProxy) Stop() {
 // BeginExec attributes the kernel's connections to the exec until the
 // returned end, which cuts the exec's open connections and returns its
 // network object.
-func (ke *kernelProxy) BeginExec(ctx context.Context, execID string, caller Caller) func() *api.NetworkResult {
+func (ke *kernelProxy) BeginExec(ctx context.Context, execID string, caller launch.Caller) func() *api.NetworkResult {
 	e, end := ke.k.BeginExec(ctx, execID, ke.s.egressReport(execID, caller, ke.s.log.With("exec_id", execID)))
 	return func() *api.NetworkResult {
 		end()
@@ -198,7 +199,7 @@ func (ke *kernelProxy) BeginExec(ctx context.Context, execID string, caller Call
 }
 
 // egressRecord is the audit record of one connection attempt.
-func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
+func egressRecord(execID string, c launch.Caller, r egress.Record) audit.Record {
 	rec := audit.Record{
 		Time: time.Now().UTC(), ExecID: execID, Step: audit.StepEgress, Source: "supervisor",
 		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, Caller: c.ID(), OK: r.Allowed,

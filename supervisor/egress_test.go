@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/egress"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -46,7 +47,7 @@ func egressServer(t *testing.T, uids []int, urls ...string) (*testServer, string
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 		sock := filepath.Join(dir, req.Egress, config.EgressSocket)
 		for _, u := range urls {
 			u = strings.ReplaceAll(u, "PORT", port)
@@ -177,7 +178,7 @@ func TestEgressSessionForbidden(t *testing.T) {
 	if code, _ := apiError(t, r); r.status != 403 || code != api.CodeForbidden {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	if n := len(st.List(Caller{UID: os.Getuid()})); n != 0 {
+	if n := len(st.List(launch.Caller{UID: os.Getuid()})); n != 0 {
 		t.Errorf("%d sessions after a refused create", n)
 	}
 }

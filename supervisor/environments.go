@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 	"github.com/sandboxd/sandboxd/policy"
@@ -217,7 +218,7 @@ func (s *Server) environmentHealth() []api.EnvironmentHealth {
 // kernel cannot change environment, and running the exec there would
 // silently give it other packages than it asked for. (A kernel that has
 // ended is replaced by one in the exec's environment.)
-func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) error {
+func (s *Server) kernelEnvironmentConflict(sess *Session, req launch.Request) error {
 	held, _ := s.sessions.kernel(sess, req.Runtime)
 	k, ok := held.(*kernel.Kernel)
 	if !ok || !k.Alive() || k.Environment() == req.Environment {

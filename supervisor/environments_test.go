@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 )
@@ -42,7 +43,7 @@ func TestEnvironmentsEndpointAndDecide(t *testing.T) {
 	minimal := config.Environment{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest}
 	cfg := testConfig()
 	cfg.Environments = Catalog([]config.Environment{tree, minimal})
-	ts := startServer(t, cfg, nil, HealthChecks{})
+	ts := startServer(t, cfg, nil, launch.HealthChecks{})
 	ts.srv.WatchEnvironments(context.Background(), []config.Environment{tree, minimal}, time.Hour)
 
 	r := ts.do("GET", "/v1/environments", "")
@@ -149,7 +150,7 @@ func TestSessionEnvironmentPersisted(t *testing.T) {
 	if err := json.Unmarshal(r.body, &sess); r.status != 201 || err != nil {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	again, err := open().Get(sess.ID, Caller{UID: os.Getuid(), GID: os.Getgid()})
+	again, err := open().Get(sess.ID, launch.Caller{UID: os.Getuid(), GID: os.Getgid()})
 	if err != nil || again.Environment != "minimal" {
 		t.Fatalf("recovered session: %+v (%v), want environment minimal", again, err)
 	}

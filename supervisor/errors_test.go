@@ -124,7 +124,7 @@ func TestWorkspaceTooLargeIs413OnBothPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		ts := startServer(t, cfg, nil, readyChecks(), func(s *Server) { s.SetSessions(st) })
-		sess, err := st.Create(Caller{UID: os.Getuid(), GID: os.Getgid()}, nil, "")
+		sess, err := st.Create(launch.Caller{UID: os.Getuid(), GID: os.Getgid()}, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestWorkspaceTooLargeIs413OnBothPaths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) { return hl.Launch(ctx, req) }}
+		fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) { return hl.Launch(ctx, req) }}
 		ts := startServer(t, testConfig(), fl, readyChecks())
 		body := fmt.Sprintf(`{"language":"python","code":"1","files":[{"path":"big","content_base64":"%s"}]}`,
 			strings.Repeat("eHh4", 2*quota/3))

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -30,7 +31,7 @@ func newExecID() string {
 // decision is a request that policy accepted, as the launch it becomes,
 // with the facts the decide record carries.
 type decision struct {
-	launch     LaunchRequest
+	launch     launch.Request
 	mode       string // kernel or process
 	entrypoint string
 	inputs     json.RawMessage
@@ -39,7 +40,7 @@ type decision struct {
 
 // decideExec runs the decide step (policy.Decide, pure) and turns its
 // Decision into the LaunchRequest the supervisor carries out.
-func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, sess *Session) (decision, *APIError) {
+func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID string, sess *Session) (decision, *APIError) {
 	preq := policy.Request{Exec: req, Session: sess != nil}
 	if sess != nil {
 		preq.SessionEnvironment = s.sessions.environmentOf(sess)
@@ -56,7 +57,7 @@ func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, s
 		mode = api.ModeProcess // the session default, where kernels cannot run
 	}
 	return decision{
-		launch: LaunchRequest{
+		launch: launch.Request{
 			ExecID:    execID,
 			Caller:    caller,
 			Runtime:   d.Runtime,
@@ -86,7 +87,7 @@ type execCall struct {
 	r      *http.Request
 	sess   *Session // nil for a one-shot exec
 	id     string
-	caller Caller
+	caller launch.Caller
 	log    *slog.Logger
 }
 
@@ -223,7 +224,7 @@ func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
 }
 
 // answer writes a launched exec's result, or its failure.
-func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *ExecResult, err error, st *streamer) {
+func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *launch.ExecResult, err error, st *streamer) {
 	if err != nil {
 		if st != nil && st.hasStarted() {
 			st.emit(event{Type: "error", Error: toAPI(err)})
@@ -253,7 +254,7 @@ func (d decision) runsPlain(sess *Session) bool {
 // process (every other process-mode exec; its exception is derived from
 // its stderr afterwards). With a streamer, output and displays are
 // streamed as they happen.
-func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*ExecResult, error) {
+func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*launch.ExecResult, error) {
 	var emit func(event) bool
 	if st != nil {
 		emit = st.emit
@@ -325,7 +326,7 @@ func limitExceeded(msg string) *APIError {
 	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
 }
 
-func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult, st *streamer) {
+func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *launch.ExecResult, st *streamer) {
 	out := *res
 	if out.ID != execID {
 		if out.ID != "" {
@@ -336,7 +337,7 @@ func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID st
 		out.ID = execID
 	}
 	if out.Artifacts == nil {
-		out.Artifacts = []Artifact{}
+		out.Artifacts = []launch.Artifact{}
 	}
 	if out.Displays == nil {
 		out.Displays = []api.Display{}
@@ -355,7 +356,7 @@ func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID st
 	writeJSON(w, http.StatusOK, &out)
 }
 
-func resultOutcome(r *ExecResult) string {
+func resultOutcome(r *launch.ExecResult) string {
 	switch {
 	case r.TimedOut:
 		return OutcomeTimeout
@@ -431,7 +432,7 @@ func (s *Server) auditFailed(w http.ResponseWriter, log *slog.Logger, err error)
 		"check the audit log's disk space and permissions (details in the supervisor log)", nil)))
 }
 
-func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts map[string]any) audit.Record {
+func (s *Server) record(execID, step string, c launch.Caller, refusal *APIError, facts map[string]any) audit.Record {
 	rec := audit.Record{
 		Time:      time.Now().UTC(),
 		ExecID:    execID,

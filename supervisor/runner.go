@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -19,7 +20,7 @@ func (s *Server) kernelHost() (*kernel.Host, bool) {
 }
 
 // auditStep writes a supervisor record of step for exec execID.
-func (s *Server) auditStep(execID, step string, caller Caller, facts map[string]any) error {
+func (s *Server) auditStep(execID, step string, caller launch.Caller, facts map[string]any) error {
 	return s.writeAudit(s.record(execID, step, caller, nil, facts))
 }
 
@@ -38,7 +39,7 @@ func (s *Server) useRunner(d decision) bool {
 
 // runOnce runs a process-mode python/javascript exec through the runner's
 // run-once mode (kernel.Host.RunOnce).
-func (s *Server) runOnce(ctx context.Context, d decision, emit func(event) bool) (*ExecResult, error) {
+func (s *Server) runOnce(ctx context.Context, d decision, emit func(event) bool) (*launch.ExecResult, error) {
 	host, _ := s.kernelHost()
 	return host.RunOnce(ctx, d.kernelExec(emit))
 }

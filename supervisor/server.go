@@ -41,8 +41,8 @@ const (
 // Server is the API server of the supervisor.
 type Server struct {
 	cfg      policy.Config
-	launcher Launcher
-	prober   Prober
+	launcher launch.Launcher
+	prober   launch.Prober
 	sink     audit.Sink
 	log      *slog.Logger
 	version  string
@@ -73,7 +73,7 @@ type Server struct {
 // NewServer returns a server for cfg (which the caller has validated). sink
 // receives the accept and decide records of every exec; a nil or failing
 // sink makes every exec answer 503 rather than run unaudited. log may be nil.
-func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *slog.Logger, version string) *Server {
+func NewServer(cfg policy.Config, l launch.Launcher, p launch.Prober, sink audit.Sink, log *slog.Logger, version string) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -194,7 +194,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		if err != nil {
 			// -1, not the zero value: an audit line must never show an
 			// unknown peer as uid 0.
-			caller = Caller{UID: -1, GID: -1, PID: -1}
+			caller = launch.Caller{UID: -1, GID: -1, PID: -1}
 			msg = "the peer's credentials could not be read; only local Unix-socket peers are served"
 			s.log.Warn("request without peer credentials", "err", err, "method", r.Method, "path", r.URL.Path)
 		}

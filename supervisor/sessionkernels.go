@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -18,7 +19,7 @@ func newKernelID() string { return "k-" + newExecID() }
 // language (package kernel runs it): accept and decide are written; the
 // kernel host writes kernel_exec (the link to the kernel's launch id),
 // reap and artifacts.
-func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, emit func(event) bool) (*ExecResult, error) {
+func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, emit func(event) bool) (*launch.ExecResult, error) {
 	host, ok := s.kernelHost()
 	if !ok {
 		return nil, kernel.ModeUnavailable()
@@ -51,7 +52,7 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 // one if there is none or the last one ended. restarted says that an
 // earlier kernel of this language had run in the session (it timed out,
 // was OOM-killed, crashed, or died with an earlier supervisor).
-func (s *Server) kernelFor(host *kernel.Host, sess *Session, base LaunchRequest) (*kernel.Kernel, bool, error) {
+func (s *Server) kernelFor(host *kernel.Host, sess *Session, base launch.Request) (*kernel.Kernel, bool, error) {
 	held, ran := s.sessions.kernel(sess, base.Runtime)
 	if k, ok := held.(*kernel.Kernel); ok && k.Alive() {
 		return k, k.Claim(), nil
@@ -113,7 +114,7 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		s.sessions.setKernel(sess, lang, nil)
 		old.Stop()
 	}
-	base := LaunchRequest{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
+	base := launch.Request{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
 		Env: map[string]string{}, Network: network, SessionWorkspace: sess.WorkspaceName(),
 		Environment: s.sessionKernelEnvironment(sess, lang)}
 	req, err := kernel.SessionLaunch(base, newKernelID())

@@ -22,6 +22,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -69,7 +70,7 @@ func (s *Session) owner() string {
 	if s.Owner != "" {
 		return s.Owner
 	}
-	return Caller{UID: s.OwnerUID}.ID()
+	return launch.Caller{UID: s.OwnerUID}.ID()
 }
 
 // WorkspaceName is the session's directory name below the workspace root
@@ -250,7 +251,7 @@ func (st *SessionStore) persist(s *Session) error {
 	return nil
 }
 
-func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, errMsg string, facts map[string]any) {
+func (st *SessionStore) audit(step string, s *Session, caller launch.Caller, ok bool, errMsg string, facts map[string]any) {
 	if st.cfg.Sink == nil {
 		return
 	}
@@ -289,13 +290,13 @@ func (st *SessionStore) setArchives(a *archive.Observed) { st.archives.Store(a) 
 
 // Create makes a session (and its workspace), restoring the key's archive
 // when there is one. A restore failure never fails the request.
-func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Session, error) {
+func (st *SessionStore) Create(caller launch.Caller, ttlReq *int64, key string) (*Session, error) {
 	return st.CreateNetwork(caller, ttlReq, key, "")
 }
 
 // CreateNetwork is Create with the session's network mode, already decided
 // by policy ("" or "none": none).
-func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network string) (*Session, error) {
+func (st *SessionStore) CreateNetwork(caller launch.Caller, ttlReq *int64, key, network string) (*Session, error) {
 	ttl, err := st.ClampTTL(ttlReq)
 	if err != nil {
 		return nil, err
@@ -326,7 +327,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		st.mu.Lock()
 		delete(st.sessions, s.ID)
 		st.mu.Unlock()
-		_ = RemoveWorkspace(st.WorkspaceDir(s))
+		_ = launch.RemoveWorkspace(st.WorkspaceDir(s))
 		return nil, err
 	}
 	if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
@@ -352,7 +353,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 // The archive is verified (size and sha256) before a byte is written, and a
 // failed restore leaves the workspace empty: a restore failure never fails
 // the request, only a workspace that cannot be made again does.
-func (st *SessionStore) restore(a *archive.Observed, s *Session, caller Caller) error {
+func (st *SessionStore) restore(a *archive.Observed, s *Session, caller launch.Caller) error {
 	// Archives are keyed by the caller's identity (uid:<n> or key:<name>,
 	// package archive), the same identity that owns the session: one
 	// caller can never restore another's archive, whatever key it names.
@@ -374,7 +375,7 @@ func (st *SessionStore) restore(a *archive.Observed, s *Session, caller Caller) 
 	case err != nil:
 		st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "backend", a.Backend(), "err", err)
 		st.audit("session.restore", s, caller, false, err.Error(), facts)
-		_ = RemoveWorkspace(st.WorkspaceDir(s))
+		_ = launch.RemoveWorkspace(st.WorkspaceDir(s))
 		if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
 			return fmt.Errorf("create workspace: %w", err)
 		}
@@ -393,7 +394,7 @@ func (st *SessionStore) archiveName(k archive.Key) string {
 
 // archive stores s's workspace under its key (best effort: it never fails
 // the delete) and returns the bytes stored.
-func (st *SessionStore) archive(a *archive.Observed, s *Session, caller Caller, facts map[string]any) {
+func (st *SessionStore) archive(a *archive.Observed, s *Session, caller launch.Caller, facts map[string]any) {
 	k := archive.KeyFor(s.owner(), s.Key)
 	rec := map[string]any{"archive": st.archiveName(k), "backend": a.Backend()}
 	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
@@ -429,13 +430,13 @@ func (st *SessionStore) ownedLocked(who string) int {
 }
 
 // visible reports whether caller may see s.
-func (st *SessionStore) visible(s *Session, caller Caller) bool {
+func (st *SessionStore) visible(s *Session, caller launch.Caller) bool {
 	// A key caller's UID is -1, so the uid rules never match it.
 	return caller.UID == 0 || caller.UID == st.cfg.SelfUID || caller.Admin || caller.ID() == s.owner()
 }
 
 // Get returns a session the caller may see.
-func (st *SessionStore) Get(id string, caller Caller) (*Session, error) {
+func (st *SessionStore) Get(id string, caller launch.Caller) (*Session, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, ok := st.sessions[id]
@@ -472,7 +473,7 @@ func (st *SessionStore) View(s *Session) SessionView {
 }
 
 // List returns the sessions the caller may see, oldest first.
-func (st *SessionStore) List(caller Caller) []*Session {
+func (st *SessionStore) List(caller launch.Caller) []*Session {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var out []*Session
@@ -555,7 +556,7 @@ func (st *SessionStore) BeginExec(wait, parent context.Context, s *Session) (con
 // Delete ends a session: a running exec is killed, the workspace archived
 // when the session has a key and archives are configured, then removed.
 // why is "delete" or "ttl".
-func (st *SessionStore) Delete(id string, caller Caller, why string) error {
+func (st *SessionStore) Delete(id string, caller launch.Caller, why string) error {
 	st.mu.Lock()
 	s, ok := st.sessions[id]
 	if !ok || !st.visible(s, caller) {
@@ -583,7 +584,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	if a := st.Archives(); s.Key != "" && a != nil {
 		st.archive(a, s, caller, facts)
 	}
-	err := RemoveWorkspace(st.WorkspaceDir(s))
+	err := launch.RemoveWorkspace(st.WorkspaceDir(s))
 	_ = os.Remove(filepath.Join(st.metaDir, s.ID+".json"))
 	st.mu.Lock()
 	delete(st.sessions, s.ID)
@@ -598,7 +599,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 
 // trimArchives keeps the owner's archives within ArchiveCallerMaxBytes,
 // oldest removed first, each removal audited.
-func (st *SessionStore) trimArchives(a *archive.Observed, s *Session, caller Caller) {
+func (st *SessionStore) trimArchives(a *archive.Observed, s *Session, caller launch.Caller) {
 	removed, err := archive.Trim(context.Background(), a, s.owner(), st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
 		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size,
@@ -651,7 +652,7 @@ func (st *SessionStore) ReapExpired() int {
 	st.mu.Unlock()
 	n := 0
 	for _, id := range expired {
-		if err := st.Delete(id, Caller{UID: st.cfg.SelfUID, GID: -1, PID: os.Getpid()}, "ttl"); err == nil {
+		if err := st.Delete(id, launch.Caller{UID: st.cfg.SelfUID, GID: -1, PID: os.Getpid()}, "ttl"); err == nil {
 			n++
 		}
 	}

@@ -48,13 +48,13 @@ var warmLanguages = []string{"python", "javascript"}
 
 // warmTemplate is what policy decides for an ordinary one-shot exec of
 // language: its key is the one a warm sandbox is built for.
-func (s *Server) warmTemplate(language string) (LaunchRequest, error) {
-	self := Caller{UID: s.selfUID, GID: os.Getgid(), PID: os.Getpid()}
+func (s *Server) warmTemplate(language string) (launch.Request, error) {
+	self := launch.Caller{UID: s.selfUID, GID: os.Getgid(), PID: os.Getpid()}
 	d, err := policy.Decide(policy.Request{Exec: api.ExecRequest{Language: language, Code: "pass"}}, self, s.liveConfig())
 	if err != nil {
-		return LaunchRequest{}, err
+		return launch.Request{}, err
 	}
-	return LaunchRequest{Caller: self, Runtime: d.Runtime, Limits: d.Limits, Network: d.Network, Environment: d.Environment.Name}, nil
+	return launch.Request{Caller: self, Runtime: d.Runtime, Limits: d.Limits, Network: d.Network, Environment: d.Environment.Name}, nil
 }
 
 // warmKeys are the keys of the current live settings.
@@ -119,7 +119,7 @@ func warmEligible(sess *Session, d decision) (launch.WarmKey, bool) {
 
 // runWarm runs d in a warm sandbox if the pool has one for it; ok false
 // means launch cold (nothing of d was handed over).
-func (s *Server) runWarm(ctx context.Context, sess *Session, d decision) (res *ExecResult, ok bool, err error) {
+func (s *Server) runWarm(ctx context.Context, sess *Session, d decision) (res *launch.ExecResult, ok bool, err error) {
 	p := s.warm.Load()
 	if p == nil {
 		return nil, false, nil

@@ -25,7 +25,7 @@ type fakeWarm struct {
 }
 
 func (f *fakeWarm) ID() string { return f.id }
-func (f *fakeWarm) Run(_ context.Context, ex launch.Request, _ []byte) (*ExecResult, error) {
+func (f *fakeWarm) Run(_ context.Context, ex launch.Request, _ []byte) (*launch.ExecResult, error) {
 	if f.gone {
 		return nil, launch.ErrWarmGone
 	}
@@ -33,7 +33,7 @@ func (f *fakeWarm) Run(_ context.Context, ex launch.Request, _ []byte) (*ExecRes
 		return nil, errors.New("reused")
 	}
 	code := 0
-	return &ExecResult{ID: ex.ExecID, Stdout: "warm " + f.id, ExitCode: &code}, nil
+	return &launch.ExecResult{ID: ex.ExecID, Stdout: "warm " + f.id, ExitCode: &code}, nil
 }
 func (f *fakeWarm) Stop()                  { f.stopped.Store(true) }
 func (f *fakeWarm) Dead() <-chan struct{}  { return f.dead }
@@ -89,7 +89,7 @@ func waitIdle(t *testing.T, p *launch.WarmPool, rt string, n int) {
 }
 
 func TestWarmEligible(t *testing.T) {
-	base := decision{mode: api.ModeProcess, launch: LaunchRequest{Runtime: "python", Network: api.NetworkNone}}
+	base := decision{mode: api.ModeProcess, launch: launch.Request{Runtime: "python", Network: api.NetworkNone}}
 	for _, c := range []struct {
 		name string
 		mod  func(*decision)
@@ -122,11 +122,11 @@ func TestRunWarmFallsBackWhenGone(t *testing.T) {
 	var fp atomic.Value
 	b := &fakeBuilder{gone: true}
 	p := newTestPool(t, 1, b, &fp)
-	p.SetKeys([]launch.WarmKey{launch.WarmKeyOf(LaunchRequest{Runtime: "python"})})
+	p.SetKeys([]launch.WarmKey{launch.WarmKeyOf(launch.Request{Runtime: "python"})})
 	waitIdle(t, p, "python", 1)
 	s := &Server{}
 	s.warm.Store(p)
-	d := decision{mode: api.ModeProcess, launch: LaunchRequest{Runtime: "python", Network: api.NetworkNone}}
+	d := decision{mode: api.ModeProcess, launch: launch.Request{Runtime: "python", Network: api.NetworkNone}}
 	if _, ok, err := s.runWarm(context.Background(), nil, d); ok || err != nil {
 		t.Fatalf("a gone warm sandbox served the exec: ok %v err %v", ok, err)
 	}

@@ -384,7 +384,7 @@ func removeStaleWorkspaces(dir string, sessions *supervisor.SessionStore, log *s
 		if sessions.Owns(e.Name()) {
 			continue
 		}
-		if err := supervisor.RemoveWorkspace(filepath.Join(dir, e.Name())); err != nil {
+		if err := launch.RemoveWorkspace(filepath.Join(dir, e.Name())); err != nil {
 			log.Error("remove stale workspace", "dir", e.Name(), "err", err)
 			continue
 		}
