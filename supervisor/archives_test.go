@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // switchRig is a server on local archives whose operator lets admins
@@ -25,13 +26,13 @@ type switchRig struct {
 	state string
 	cfg   policy.Config
 	srv   *Server
-	st    *SessionStore
+	st    *session.Store
 	sink  *audit.Memory
 }
 
 func newSwitchRig(t *testing.T, state string, cfg policy.Config) *switchRig {
 	t.Helper()
-	st, err := OpenSessionStore(SessionConfig{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60,
+	st, err := session.Open(session.Config{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60,
 		ArchiveDir: cfg.ArchiveLocalDir(), ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 const (
@@ -52,7 +53,7 @@ func startTCP(t *testing.T, tlsConf *tls.Config, opts ...serverOpt) *tcpServer {
 	}
 	opts = append([]serverOpt{func(s *Server) {
 		s.SetAuth(Auth{Keys: keys})
-		st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8,
+		st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 8,
 			TTLDefault: 60, TTLCap: 60, SelfUID: os.Getuid(), Sink: s.sink, Log: discardLog()})
 		if err != nil {
 			t.Fatal(err)
@@ -414,11 +415,11 @@ func TestFailKey(t *testing.T) {
 // session key never gets it, nor does a Unix-socket uid caller.
 func TestKeyCallersArchivedByIdentity(t *testing.T) {
 	archives := t.TempDir()
-	var st *SessionStore
+	var st *session.Store
 	now := time.Now()
 	ts := startTCP(t, nil, func(s *Server) {
 		var err error
-		st, err = OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+		st, err = session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
 			ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Sink: s.sink, Log: discardLog(),
 			Now: func() time.Time { return now }})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // rawRequest opens a connection and sends a request head (and no body,
@@ -199,10 +200,10 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 // its share of the sessions is counted under limit="sessions"; a create
 // refused by the global maximum is not.
 func TestSessionShareRefusalMetric(t *testing.T) {
-	var st *SessionStore
+	var st *session.Store
 	ts := startServer(t, testConfig(), nil, readyChecks(), func(s *Server) {
 		var err error
-		st, err = OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 2, MaxPerCaller: 1, TTLDefault: 60, TTLCap: 60,
+		st, err = session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 2, MaxPerCaller: 1, TTLDefault: 60, TTLCap: 60,
 			SelfUID: os.Getuid(), Log: discardLog()})
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +313,7 @@ func (s *lockedSink) earlyRefusals() (records, refusals int) {
 // TestSessionShare: one caller holds at most its share of the sessions;
 // beyond it 429 with Retry-After, and another caller still creates one.
 func TestSessionShare(t *testing.T) {
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, MaxPerCaller: 2,
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, MaxPerCaller: 2,
 		TTLDefault: 60, TTLCap: 60, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestSessionShare(t *testing.T) {
 		}
 	}
 	_, err = st.Create(hostile, nil, "")
-	if !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "its share") {
+	if !errors.Is(err, session.ErrTooMany) || !strings.Contains(err.Error(), "its share") {
 		t.Fatalf("a third session of one caller: %v", err)
 	}
 	if e := toAPI(err); e.Status != 429 || e.RetryAfter < 1 || !strings.Contains(e.Message, "its share") {
@@ -377,7 +378,7 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	now := time.Now()
 	sink := &lockedSink{}
 	archives := t.TempDir()
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
 		QuotaBytes: 1 << 20, ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, ArchiveCallerMaxBytes: 30 << 10,
 		ArchiveRetention: 30 * 24 * time.Hour, SelfUID: os.Getuid(), Sink: sink, Log: discardLog(),
 		Now: func() time.Time { return now }})

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/kernel"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // egressHost is the supervisor's side of network "egress": the proxy and
@@ -217,7 +218,7 @@ func egressRecord(execID string, c launch.Caller, r egress.Record) audit.Record 
 // sessionNetwork applies a session's network mode to one of its execs: an
 // exec that names none gets the session's; one that names another is 400
 // (the session's setting holds for its execs).
-func sessionNetwork(sess *Session, asked string) (string, *APIError) {
+func sessionNetwork(sess *session.Session, asked string) (string, *APIError) {
 	if sess == nil {
 		return asked, nil
 	}

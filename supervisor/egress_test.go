@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/egress"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // egressServer is a supervisor whose fake launcher plays the relay: it
@@ -139,7 +140,7 @@ func TestEgressSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestEgressSession(t *testing.T) {
 func TestEgressSessionForbidden(t *testing.T) {
 	cfg := testConfig()
 	cfg.EgressAllow, cfg.EgressAllowUIDs = "pypi.test", []int{os.Getuid() + 1}
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // DefaultEnvironmentRecheck is how often the supervisor re-hashes every
@@ -170,30 +171,6 @@ func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// setEnvironment records a new session's default environment and
-// persists it before the session is answered: a supervisor killed before
-// the session's first exec must recover it with its environment (the
-// metadata Create wrote does not have it yet).
-func (st *SessionStore) setEnvironment(s *Session, name string) error {
-	if name == "" {
-		return nil
-	}
-	st.mu.Lock()
-	s.Environment = name
-	st.mu.Unlock()
-	return st.persist(s)
-}
-
-// environmentOf reads a session's default environment.
-func (st *SessionStore) environmentOf(s *Session) string {
-	if st == nil {
-		return s.Environment
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return s.Environment
-}
-
 // environmentHealth lists the environments for GET /v1/health: "ok" or the
 // reason of the last full check.
 func (s *Server) environmentHealth() []api.EnvironmentHealth {
@@ -218,8 +195,8 @@ func (s *Server) environmentHealth() []api.EnvironmentHealth {
 // kernel cannot change environment, and running the exec there would
 // silently give it other packages than it asked for. (A kernel that has
 // ended is replaced by one in the exec's environment.)
-func (s *Server) kernelEnvironmentConflict(sess *Session, req launch.Request) error {
-	held, _ := s.sessions.kernel(sess, req.Runtime)
+func (s *Server) kernelEnvironmentConflict(sess *session.Session, req launch.Request) error {
+	held, _ := s.sessions.KernelOf(sess, req.Runtime)
 	k, ok := held.(*kernel.Kernel)
 	if !ok || !k.Alive() || k.Environment() == req.Environment {
 		return nil
@@ -238,8 +215,8 @@ func (s *Server) kernelEnvironmentConflict(sess *Session, req launch.Request) er
 // sessionKernelEnvironment is the environment a restarted kernel of
 // language starts in: the session's default if it is of that language,
 // else the language's default (policy.ResolveEnvironment with no request).
-func (s *Server) sessionKernelEnvironment(sess *Session, language string) string {
-	e, err := policy.ResolveEnvironment("", s.sessions.environmentOf(sess), language, s.cfg.Environments)
+func (s *Server) sessionKernelEnvironment(sess *session.Session, language string) string {
+	e, err := policy.ResolveEnvironment("", s.sessions.EnvironmentOf(sess), language, s.cfg.Environments)
 	if err != nil {
 		return ""
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // registeredTree makes a tree with its manifest, as registration does.
@@ -105,7 +106,7 @@ func TestSessionDefaultEnvironment(t *testing.T) {
 		{Name: "python-datascience", Language: "python", Digest: envtree.EmptyDigest, Default: true},
 		{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest},
 	})
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +138,8 @@ func TestSessionEnvironmentPersisted(t *testing.T) {
 	cfg := testConfig()
 	cfg.Environments = Catalog([]config.Environment{{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest}})
 	dir := t.TempDir()
-	open := func() *SessionStore {
-		st, err := OpenSessionStore(SessionConfig{StateDir: dir, MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	open := func() *session.Store {
+		st, err := session.Open(session.Config{StateDir: dir, MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

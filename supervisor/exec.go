@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // newExecID returns 128 random bits in hex: unguessable, so one caller cannot
@@ -40,10 +41,10 @@ type decision struct {
 
 // decideExec runs the decide step (policy.Decide, pure) and turns its
 // Decision into the LaunchRequest the supervisor carries out.
-func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID string, sess *Session) (decision, *APIError) {
+func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID string, sess *session.Session) (decision, *APIError) {
 	preq := policy.Request{Exec: req, Session: sess != nil}
 	if sess != nil {
-		preq.SessionEnvironment = s.sessions.environmentOf(sess)
+		preq.SessionEnvironment = s.sessions.EnvironmentOf(sess)
 	}
 	d, err := policy.Decide(preq, caller, s.liveConfig())
 	if err != nil {
@@ -85,7 +86,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 type execCall struct {
 	w      http.ResponseWriter
 	r      *http.Request
-	sess   *Session // nil for a one-shot exec
+	sess   *session.Session // nil for a one-shot exec
 	id     string
 	caller launch.Caller
 	log    *slog.Logger
@@ -95,7 +96,7 @@ type execCall struct {
 // shared with session execs (sess != nil: the session timeout cap applies,
 // the exec runs in the session's workspace, one at a time per session, and a
 // delete of the session kills it).
-func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	caller, _ := callerFrom(r.Context()) // the auth middleware has refused requests without one
 	c := &execCall{w: w, r: r, sess: sess, id: execIDFor(r.Context()), caller: caller}
 	w.Header().Set(api.ExecIDHeader, c.id)
@@ -245,7 +246,7 @@ func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *launc
 // runsPlain reports whether the exec ran as a plain interpreter, whose
 // exception (if any) only its stderr tells: neither in a kernel nor a
 // code-node call through the runner.
-func (d decision) runsPlain(sess *Session) bool {
+func (d decision) runsPlain(sess *session.Session) bool {
 	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
 }
 
@@ -254,7 +255,7 @@ func (d decision) runsPlain(sess *Session) bool {
 // process (every other process-mode exec; its exception is derived from
 // its stderr afterwards). With a streamer, output and displays are
 // streamed as they happen.
-func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*launch.ExecResult, error) {
+func (s *Server) dispatch(ctx context.Context, sess *session.Session, d decision, st *streamer) (*launch.ExecResult, error) {
 	var emit func(event) bool
 	if st != nil {
 		emit = st.emit
@@ -302,7 +303,7 @@ func (c *streamCut) take(name string, p []byte, limit int64) string {
 
 // beginSessionExec marks the session in use and waits, up to the exec's
 // own timeout, for the session's previous exec to end.
-func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decision) (context.Context, func(), *APIError) {
+func (s *Server) beginSessionExec(ctx context.Context, sess *session.Session, d *decision) (context.Context, func(), *APIError) {
 	d.launch.SessionWorkspace = sess.WorkspaceName()
 	d.facts["session_id"] = sess.ID
 	endUse, err := s.sessions.Use(sess)
@@ -314,7 +315,7 @@ func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decisio
 	cancel()
 	if err != nil {
 		endUse()
-		if errors.Is(err, ErrSessionDeleting) {
+		if errors.Is(err, session.ErrDeleting) {
 			return nil, nil, toAPI(err)
 		}
 		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))

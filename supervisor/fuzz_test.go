@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // fuzzSink encodes every audit record as the real writer would, so that a
@@ -69,7 +70,7 @@ func (fuzzProber) Probe(context.Context, launch.Caller) launch.HealthChecks {
 func FuzzExecRequest(f *testing.F) {
 	// One session store and session for every input: session execs take the
 	// same decode and decide path, plus the session's own serialisation.
-	st, err := OpenSessionStore(SessionConfig{StateDir: f.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid()})
+	st, err := session.Open(session.Config{StateDir: f.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid()})
 	if err != nil {
 		f.Fatal(err)
 	}

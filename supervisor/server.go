@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // errShuttingDown is the cancellation cause of every request context once the
@@ -50,8 +51,8 @@ type Server struct {
 
 	metrics  *metrics
 	gate     *admission.Gate
-	sessions *SessionStore // nil: session routes answer 404
-	egress   *egressHost   // nil: no egress proxy (SetEgress)
+	sessions *session.Store // nil: session routes answer 404
+	egress   *egressHost    // nil: no egress proxy (SetEgress)
 	limits   *callerLimits
 	refusals *audit.RefusalLimiter // nil without a sink
 	live     *liveSettings         // admin overrides (settings.go)

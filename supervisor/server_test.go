@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 func TestHealth(t *testing.T) {
@@ -578,12 +579,12 @@ func TestShutdownCancelsInFlightExecs(t *testing.T) {
 func TestDecideSessionTimeout(t *testing.T) {
 	s := NewServer(testConfig(), &fakeLauncher{}, fakeProber{}, &audit.Memory{}, nil, "x")
 	long := int64(600000)
-	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", &Session{})
+	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", &session.Session{})
 	if apiE != nil || d.launch.Limits.TimeoutMS != 600000 {
 		t.Fatalf("session exec at the cap refused: %v", apiE)
 	}
 	long++
-	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", &Session{}); apiE == nil || apiE.Code != api.CodeInvalidArgument {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", &session.Session{}); apiE == nil || apiE.Code != api.CodeInvalidArgument {
 		t.Fatalf("session exec above the cap: %v", apiE)
 	}
 	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", nil); apiE == nil {

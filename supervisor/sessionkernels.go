@@ -10,6 +10,7 @@ import (
 	"github.com/sandboxd/sandboxd/kernel"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // newKernelID is a kernel's launch id: its audit records' exec id.
@@ -19,7 +20,7 @@ func newKernelID() string { return "k-" + newExecID() }
 // language (package kernel runs it): accept and decide are written; the
 // kernel host writes kernel_exec (the link to the kernel's launch id),
 // reap and artifacts.
-func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, emit func(event) bool) (*launch.ExecResult, error) {
+func (s *Server) runKernelExec(ctx context.Context, sess *session.Session, d decision, emit func(event) bool) (*launch.ExecResult, error) {
 	host, ok := s.kernelHost()
 	if !ok {
 		return nil, kernel.ModeUnavailable()
@@ -42,7 +43,7 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 	}
 	res.Policy.Environment = s.environmentRef(k.Environment())
 	if !k.Alive() {
-		s.sessions.setKernel(sess, k.Language(), nil)
+		s.sessions.SetKernel(sess, k.Language(), nil)
 		go k.Stop()
 	}
 	return res, nil
@@ -52,8 +53,8 @@ func (s *Server) runKernelExec(ctx context.Context, sess *Session, d decision, e
 // one if there is none or the last one ended. restarted says that an
 // earlier kernel of this language had run in the session (it timed out,
 // was OOM-killed, crashed, or died with an earlier supervisor).
-func (s *Server) kernelFor(host *kernel.Host, sess *Session, base launch.Request) (*kernel.Kernel, bool, error) {
-	held, ran := s.sessions.kernel(sess, base.Runtime)
+func (s *Server) kernelFor(host *kernel.Host, sess *session.Session, base launch.Request) (*kernel.Kernel, bool, error) {
+	held, ran := s.sessions.KernelOf(sess, base.Runtime)
 	if k, ok := held.(*kernel.Kernel); ok && k.Alive() {
 		return k, k.Claim(), nil
 	}
@@ -66,17 +67,17 @@ func (s *Server) kernelFor(host *kernel.Host, sess *Session, base launch.Request
 	}
 	k, err := host.StartSession(req, ran)
 	if err != nil {
-		s.sessions.setKernel(sess, base.Runtime, nil)
+		s.sessions.SetKernel(sess, base.Runtime, nil)
 		return nil, false, err
 	}
-	s.sessions.setKernel(sess, base.Runtime, k)
+	s.sessions.SetKernel(sess, base.Runtime, k)
 	return k, ran, nil
 }
 
 // handleKernelRestart serves POST /v1/sessions/{id}/kernels/{language}/restart:
 // the running kernel (if any) is stopped and a new one started, between
 // two execs of the session.
-func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	lang := r.PathValue("language")
 	if !policy.HasRunner(lang) {
 		writeError(w, apiErr(api.CodeInvalidArgument, fmt.Sprintf("language %q has no kernel: want python or javascript", lang)))
@@ -110,8 +111,8 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		return
 	}
 	defer endExec()
-	if old, _ := s.sessions.kernel(sess, lang); old != nil {
-		s.sessions.setKernel(sess, lang, nil)
+	if old, _ := s.sessions.KernelOf(sess, lang); old != nil {
+		s.sessions.SetKernel(sess, lang, nil)
 		old.Stop()
 	}
 	base := launch.Request{Caller: caller, Runtime: lang, Limits: s.cfg.Limits(s.liveConfig().ExecTimeoutMS),
@@ -126,6 +127,6 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request, ses
 		writeError(w, toAPI(err))
 		return
 	}
-	s.sessions.setKernel(sess, lang, k)
+	s.sessions.SetKernel(sess, lang, k)
 	writeJSON(w, http.StatusOK, k.Info())
 }

@@ -110,17 +110,8 @@ func (s *Server) applyLive(eff policy.Config) {
 	s.live.eff.Store(&eff)
 	s.gate.SetMax(eff.MaxConcurrentExecs)
 	if s.sessions != nil {
-		s.sessions.setLive(eff)
+		s.sessions.SetLimits(eff.MaxSessions, eff.SessionShare(), eff.IdleTTLSeconds)
 	}
-}
-
-// setLive changes the store's limits for the sessions created from now on.
-func (st *SessionStore) setLive(eff policy.Config) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.cfg.MaxSessions = eff.MaxSessions
-	st.cfg.MaxPerCaller = eff.SessionShare()
-	st.cfg.TTLDefault = eff.IdleTTLSeconds
 }
 
 func (s *Server) settingsRoutes(mux *http.ServeMux) {

@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 func settingsOf(t *testing.T, body []byte) map[string]api.Setting {
@@ -172,7 +173,7 @@ func TestSettingsAuditFailureChangesNothing(t *testing.T) {
 // the next create without a restart; existing sessions stay.
 func TestSettingsReachSessionStore(t *testing.T) {
 	cfg := testConfig()
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: cfg.MaxSessions, MaxPerCaller: cfg.SessionShare(),
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: cfg.MaxSessions, MaxPerCaller: cfg.SessionShare(),
 		TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestSettingsReachSessionStore(t *testing.T) {
 	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"max_sessions": 1, "idle_ttl_seconds": 60}`); resp.StatusCode != 200 {
 		t.Fatalf("patch: %d", resp.StatusCode)
 	}
-	if _, err := st.Create(launch.Caller{UID: 1001}, nil, ""); !errors.Is(err, ErrTooManySessions) {
+	if _, err := st.Create(launch.Caller{UID: 1001}, nil, ""); !errors.Is(err, session.ErrTooMany) {
 		t.Fatalf("a second session under max_sessions 1: %v", err)
 	}
 	if _, err := st.Get(first.ID, launch.Caller{UID: 1000}); err != nil {
@@ -206,7 +207,7 @@ func TestSettingsReachSessionStore(t *testing.T) {
 func TestSettingsArchiveBackendNone(t *testing.T) {
 	cfg := testConfig()
 	state := t.TempDir()
-	st, err := OpenSessionStore(SessionConfig{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60, ArchiveDir: filepath.Join(state, "archives"),
+	st, err := session.Open(session.Config{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60, ArchiveDir: filepath.Join(state, "archives"),
 		ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/kernel/runners"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // The supervisor's half of the warm pool (launch.WarmPool keeps the
@@ -108,7 +109,7 @@ func languageOf(runtime string) string { return runtime }
 // /proc/self/environ, which the kernel keeps from its execve and only
 // prctl(PR_SET_MM_ENV_START) with CAP_SYS_RESOURCE could move; a payload
 // reading it would see the base without the request's names (I4).
-func warmEligible(sess *Session, d decision) (launch.WarmKey, bool) {
+func warmEligible(sess *session.Session, d decision) (launch.WarmKey, bool) {
 	l := d.launch
 	if sess != nil || l.SessionWorkspace != "" || d.mode != api.ModeProcess || d.entrypoint != "" ||
 		l.Network != api.NetworkNone || l.Probe || l.Kernel != "" || len(l.Env) > 0 {
@@ -119,7 +120,7 @@ func warmEligible(sess *Session, d decision) (launch.WarmKey, bool) {
 
 // runWarm runs d in a warm sandbox if the pool has one for it; ok false
 // means launch cold (nothing of d was handed over).
-func (s *Server) runWarm(ctx context.Context, sess *Session, d decision) (res *launch.ExecResult, ok bool, err error) {
+func (s *Server) runWarm(ctx context.Context, sess *session.Session, d decision) (res *launch.ExecResult, ok bool, err error) {
 	p := s.warm.Load()
 	if p == nil {
 		return nil, false, nil

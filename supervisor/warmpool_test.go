@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // fakeWarm is a warm sandbox that records what happens to it.
@@ -107,9 +108,9 @@ func TestWarmEligible(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := base
 			c.mod(&d)
-			var sess *Session
+			var sess *session.Session
 			if c.sess {
-				sess = &Session{}
+				sess = &session.Session{}
 			}
 			if _, got := warmEligible(sess, d); got != c.want {
 				t.Errorf("eligible %v, want %v", got, c.want)
