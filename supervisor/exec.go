@@ -29,54 +29,6 @@ func newExecID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// decision is a request that policy accepted, as the launch it becomes,
-// with the facts the decide record carries.
-type decision struct {
-	launch     launch.Request
-	mode       string // kernel or process
-	entrypoint string
-	inputs     json.RawMessage
-	facts      map[string]any
-}
-
-// decideExec runs the decide step (policy.Decide, pure) and turns its
-// Decision into the LaunchRequest the supervisor carries out.
-func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID string, sess *session.Session) (decision, *APIError) {
-	preq := policy.Request{Exec: req, Session: sess != nil}
-	if sess != nil {
-		preq.SessionEnvironment = s.sessions.EnvironmentOf(sess)
-	}
-	d, err := policy.Decide(preq, caller, s.liveConfig())
-	if err != nil {
-		return decision{facts: d.Facts}, toAPI(err)
-	}
-	if apiE := s.environmentRefusal(d.Environment.Name); apiE != nil {
-		return decision{facts: d.Facts}, apiE
-	}
-	mode := d.Mode
-	if _, ok := s.kernelHost(); !ok && mode == api.ModeKernel && req.Mode == "" {
-		mode = api.ModeProcess // the session default, where kernels cannot run
-	}
-	return decision{
-		launch: launch.Request{
-			ExecID:    execID,
-			Caller:    caller,
-			Runtime:   d.Runtime,
-			Code:      d.Code,
-			Stdin:     d.Stdin,
-			Files:     d.Files,
-			Env:       d.Env,
-			Limits:    d.Limits,
-			Artifacts: d.Artifacts,
-			Network:   d.Network,
-
-			Environment: d.Environment.Name,
-		},
-		mode: mode, entrypoint: d.Entrypoint, inputs: d.Inputs,
-		facts: d.Facts,
-	}, nil
-}
-
 // handleExec serves POST /v1/exec.
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	s.serveExec(w, r, nil)
@@ -173,6 +125,76 @@ func (s *Server) decideAndAdmit(c *execCall, req api.ExecRequest) (decision, con
 	return d, launchCtx, done, true
 }
 
+// decision is a request that policy accepted, as the launch it becomes,
+// with the facts the decide record carries.
+type decision struct {
+	launch     launch.Request
+	mode       string // kernel or process
+	entrypoint string
+	inputs     json.RawMessage
+	facts      map[string]any
+}
+
+// decideExec runs the decide step (policy.Decide, pure) and turns its
+// Decision into the LaunchRequest the supervisor carries out.
+func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID string, sess *session.Session) (decision, *APIError) {
+	preq := policy.Request{Exec: req, Session: sess != nil}
+	if sess != nil {
+		preq.SessionEnvironment = s.sessions.EnvironmentOf(sess)
+	}
+	d, err := policy.Decide(preq, caller, s.liveConfig())
+	if err != nil {
+		return decision{facts: d.Facts}, toAPI(err)
+	}
+	if apiE := s.environmentRefusal(d.Environment.Name); apiE != nil {
+		return decision{facts: d.Facts}, apiE
+	}
+	mode := d.Mode
+	if _, ok := s.kernelHost(); !ok && mode == api.ModeKernel && req.Mode == "" {
+		mode = api.ModeProcess // the session default, where kernels cannot run
+	}
+	return decision{
+		launch: launch.Request{
+			ExecID:    execID,
+			Caller:    caller,
+			Runtime:   d.Runtime,
+			Code:      d.Code,
+			Stdin:     d.Stdin,
+			Files:     d.Files,
+			Env:       d.Env,
+			Limits:    d.Limits,
+			Artifacts: d.Artifacts,
+			Network:   d.Network,
+
+			Environment: d.Environment.Name,
+		},
+		mode: mode, entrypoint: d.Entrypoint, inputs: d.Inputs,
+		facts: d.Facts,
+	}, nil
+}
+
+// beginSessionExec marks the session in use and waits, up to the exec's
+// own timeout, for the session's previous exec to end.
+func (s *Server) beginSessionExec(ctx context.Context, sess *session.Session, d *decision) (context.Context, func(), *APIError) {
+	d.launch.SessionWorkspace = sess.WorkspaceName()
+	d.facts["session_id"] = sess.ID
+	endUse, err := s.sessions.Use(sess)
+	if err != nil {
+		return nil, nil, toAPI(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
+	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
+	cancel()
+	if err != nil {
+		endUse()
+		if errors.Is(err, session.ErrDeleting) {
+			return nil, nil, toAPI(err)
+		}
+		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
+	}
+	return execCtx, func() { endExec(); endUse() }, nil
+}
+
 // admit waits for an exec slot (fairly, see package admission) up to the
 // exec's own timeout; a full queue answers at once.
 func (s *Server) admit(c *execCall, d *decision) (func(), *APIError) {
@@ -190,6 +212,10 @@ func (s *Server) admit(c *execCall, d *decision) (func(), *APIError) {
 		return func() {}, apiErr(api.CodeInvalidArgument, "the client went away while the exec waited for a slot")
 	}
 	return func() {}, limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.gate.Max()))
+}
+
+func limitExceeded(msg string) *APIError {
+	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
 }
 
 // launchAndAnswer runs a decided exec (with its egress relay, if any) and
@@ -222,32 +248,6 @@ func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
 		deriveException(d.launch.Runtime, res)
 	}
 	s.answer(ctx, c, d, res, err, st)
-}
-
-// answer writes a launched exec's result, or its failure.
-func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *launch.ExecResult, err error, st *streamer) {
-	if err != nil {
-		if st != nil && st.hasStarted() {
-			st.emit(event{Type: "error", Error: toAPI(err)})
-			return
-		}
-		s.launchFailed(ctx, c.w, c.log, c.id, err)
-		return
-	}
-	if res == nil {
-		c.log.Error("launcher returned neither a result nor an error")
-		s.metrics.exec(OutcomeError)
-		writeError(c.w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", c.id)))
-		return
-	}
-	s.answerResult(c.w, c.log, c.id, d.launch.Limits, res, st)
-}
-
-// runsPlain reports whether the exec ran as a plain interpreter, whose
-// exception (if any) only its stderr tells: neither in a kernel nor a
-// code-node call through the runner.
-func (d decision) runsPlain(sess *session.Session) bool {
-	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
 }
 
 // dispatch runs a decided exec: in the session's kernel, through the
@@ -301,30 +301,30 @@ func (c *streamCut) take(name string, p []byte, limit int64) string {
 	return strings.ToValidUTF8(string(p), "\uFFFD")
 }
 
-// beginSessionExec marks the session in use and waits, up to the exec's
-// own timeout, for the session's previous exec to end.
-func (s *Server) beginSessionExec(ctx context.Context, sess *session.Session, d *decision) (context.Context, func(), *APIError) {
-	d.launch.SessionWorkspace = sess.WorkspaceName()
-	d.facts["session_id"] = sess.ID
-	endUse, err := s.sessions.Use(sess)
+// answer writes a launched exec's result, or its failure.
+func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *launch.ExecResult, err error, st *streamer) {
 	if err != nil {
-		return nil, nil, toAPI(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
-	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
-	cancel()
-	if err != nil {
-		endUse()
-		if errors.Is(err, session.ErrDeleting) {
-			return nil, nil, toAPI(err)
+		if st != nil && st.hasStarted() {
+			st.emit(event{Type: "error", Error: toAPI(err)})
+			return
 		}
-		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
+		s.launchFailed(ctx, c.w, c.log, c.id, err)
+		return
 	}
-	return execCtx, func() { endExec(); endUse() }, nil
+	if res == nil {
+		c.log.Error("launcher returned neither a result nor an error")
+		s.metrics.exec(OutcomeError)
+		writeError(c.w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", c.id)))
+		return
+	}
+	s.answerResult(c.w, c.log, c.id, d.launch.Limits, res, st)
 }
 
-func limitExceeded(msg string) *APIError {
-	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
+// runsPlain reports whether the exec ran as a plain interpreter, whose
+// exception (if any) only its stderr tells: neither in a kernel nor a
+// code-node call through the runner.
+func (d decision) runsPlain(sess *session.Session) bool {
+	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
 }
 
 func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *launch.ExecResult, st *streamer) {
