@@ -223,7 +223,7 @@ func limitExceeded(msg string) *APIError {
 func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
 	c.log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "network", d.launch.Network, "timeout_ms", d.launch.Limits.TimeoutMS)
 	var eg *egressRun
-	// A kernel exec uses its kernel's proxy (startSessionKernel), which
+	// A kernel exec uses its kernel's proxy (kernel.Host.StartSession), which
 	// records it under this exec's id; any other egress exec gets its own.
 	if d.launch.Network == api.NetworkEgress && !(d.mode == api.ModeKernel && c.sess != nil) {
 		var err error
