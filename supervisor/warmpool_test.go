@@ -2,92 +2,34 @@ package supervisor
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/session"
 )
 
-// fakeWarm is a warm sandbox that records what happens to it.
-type fakeWarm struct {
-	id      string
-	dead    chan struct{}
-	ready   chan struct{}
-	runs    atomic.Int32
-	stopped atomic.Bool
-	gone    bool // Run answers ErrWarmGone
+// goneWarm is a built warm sandbox for runWarm's tests (the pool's own
+// tests, with a fuller fake, are launch's): while gone, Run answers
+// launch.ErrWarmGone, as a sandbox that died before it was handed the exec.
+type goneWarm struct {
+	dead, ready chan struct{}
+	gone        bool
 }
 
-func (f *fakeWarm) ID() string { return f.id }
-func (f *fakeWarm) Run(_ context.Context, ex launch.Request, _ []byte) (*launch.ExecResult, error) {
-	if f.gone {
+func (w *goneWarm) ID() string { return "warm" }
+func (w *goneWarm) Run(_ context.Context, ex launch.Request, _ []byte) (*launch.ExecResult, error) {
+	if w.gone {
 		return nil, launch.ErrWarmGone
 	}
-	if f.runs.Add(1) > 1 {
-		return nil, errors.New("reused")
-	}
 	code := 0
-	return &launch.ExecResult{ID: ex.ExecID, Stdout: "warm " + f.id, ExitCode: &code}, nil
+	return &launch.ExecResult{ID: ex.ExecID, ExitCode: &code}, nil
 }
-func (f *fakeWarm) Stop()                  { f.stopped.Store(true) }
-func (f *fakeWarm) Dead() <-chan struct{}  { return f.dead }
-func (f *fakeWarm) Ready() <-chan struct{} { return f.ready }
-
-// fakeBuilder builds fakeWarms and counts them.
-type fakeBuilder struct {
-	mu      sync.Mutex
-	built   []*fakeWarm
-	fail    atomic.Bool
-	gone    bool
-	unready bool // sandboxes are not built yet (Ready open)
-}
-
-func (b *fakeBuilder) build(key launch.WarmKey) (launch.WarmSandbox, error) {
-	if b.fail.Load() {
-		return nil, errors.New("no helper")
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	w := &fakeWarm{id: fmt.Sprintf("%s-%d", key.Runtime, len(b.built)), dead: make(chan struct{}), ready: make(chan struct{}), gone: b.gone}
-	if !b.unready {
-		close(w.ready)
-	}
-	b.built = append(b.built, w)
-	return w, nil
-}
-
-func (b *fakeBuilder) all() []*fakeWarm {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]*fakeWarm{}, b.built...)
-}
-
-func newTestPool(t *testing.T, size int, b *fakeBuilder, fp *atomic.Value) *launch.WarmPool {
-	t.Helper()
-	fp.Store("fp1")
-	p := launch.NewWarmPool(size, b.build, func() string { return fp.Load().(string) }, slog.New(slog.DiscardHandler))
-	t.Cleanup(p.Close)
-	return p
-}
-
-// waitIdle waits until key has n idle sandboxes.
-func waitIdle(t *testing.T, p *launch.WarmPool, rt string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.IdleCounts()[rt] != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s idle %d, want %d", rt, p.IdleCounts()[rt], n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+func (w *goneWarm) Stop()                  {}
+func (w *goneWarm) Dead() <-chan struct{}  { return w.dead }
+func (w *goneWarm) Ready() <-chan struct{} { return w.ready }
 
 func TestWarmEligible(t *testing.T) {
 	base := decision{mode: api.ModeProcess, launch: launch.Request{Runtime: "python", Network: api.NetworkNone}}
@@ -120,25 +62,36 @@ func TestWarmEligible(t *testing.T) {
 }
 
 func TestRunWarmFallsBackWhenGone(t *testing.T) {
-	var fp atomic.Value
-	b := &fakeBuilder{gone: true}
-	p := newTestPool(t, 1, b, &fp)
+	var mu sync.Mutex
+	var built []*goneWarm
+	gone := true
+	build := func(launch.WarmKey) (launch.WarmSandbox, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		w := &goneWarm{dead: make(chan struct{}), ready: make(chan struct{}), gone: gone}
+		close(w.ready)
+		built = append(built, w)
+		return w, nil
+	}
+	p := launch.NewWarmPool(1, build, func() string { return "fp1" }, slog.New(slog.DiscardHandler))
+	t.Cleanup(p.Close)
+	idle := func() bool { return p.IdleCounts()["python"] == 1 }
 	p.SetKeys([]launch.WarmKey{launch.WarmKeyOf(launch.Request{Runtime: "python"})})
-	waitIdle(t, p, "python", 1)
+	waitFor(t, idle)
 	s := &Server{}
 	s.warm.Store(p)
 	d := decision{mode: api.ModeProcess, launch: launch.Request{Runtime: "python", Network: api.NetworkNone}}
 	if _, ok, err := s.runWarm(context.Background(), nil, d); ok || err != nil {
 		t.Fatalf("a gone warm sandbox served the exec: ok %v err %v", ok, err)
 	}
-	b.mu.Lock()
-	b.gone = false
-	b.mu.Unlock()
-	for _, w := range b.all() { // the gone ones end: recheck replaces them
+	mu.Lock()
+	gone = false
+	for _, w := range built { // the gone ones end: recheck replaces them
 		close(w.dead)
 	}
+	mu.Unlock()
 	p.Recheck()
-	waitIdle(t, p, "python", 1)
+	waitFor(t, idle)
 	res, ok, err := s.runWarm(context.Background(), nil, d)
 	if !ok || err != nil || res == nil {
 		t.Fatalf("warm run: ok %v err %v", ok, err)
