@@ -123,11 +123,13 @@ type Config struct {
 // directory, so a restarted supervisor recovers them), their workspaces and
 // their lifecycle. It never runs anything itself.
 type Store struct {
-	cfg      Config
-	mu       sync.Mutex
-	sessions map[string]*Session
-	metaDir  string
-	wsRoot   string
+	cfg Config
+	mu  sync.Mutex
+	// persistMu serialises metadata writes (persist); never taken under mu.
+	persistMu sync.Mutex
+	sessions  map[string]*Session
+	metaDir   string
+	wsRoot    string
 	// archives is the archive store in force (nil: archives off). An
 	// admin switches it live (supervisor/settings.go, archives.go); each create and
 	// delete reads it once, so one operation sees one store.
@@ -240,6 +242,11 @@ func (st *Store) Owns(name string) bool {
 // persist writes a session's metadata atomically and durably (package
 // atomicfile: temp file, fsync, rename, fsync of the directory).
 func (st *Store) persist(s *Session) error {
+	// One write at a time: every write of a session's metadata goes
+	// through the same temporary file, and the state marshalled last must
+	// be the one written last.
+	st.persistMu.Lock()
+	defer st.persistMu.Unlock()
 	st.mu.Lock()
 	b, err := json.MarshalIndent(s, "", "  ")
 	st.mu.Unlock()
