@@ -27,6 +27,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/mcp/mcptest"
 )
 
@@ -167,7 +168,7 @@ func TestI13TCPRefusesToStart(t *testing.T) {
 			extra []string
 			want  string
 		}{"no auth on " + ip, []string{"--listen", "tcp://" + ip + ":" + port, "--allow-no-auth"}, "is not a loopback address"})
-	} else if os.Getenv("CI") == "true" {
+	} else if testutil.InCI() {
 		t.Error("no non-loopback IPv4 address on this machine to test --allow-no-auth with")
 	}
 	for _, tc := range cases {

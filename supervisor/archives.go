@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // OpenArchiveStore opens the store of cfg's archive backend: nil for none.
@@ -64,7 +65,7 @@ type archiveSwitch struct {
 }
 
 // init records the store the supervisor started with, once.
-func (a *archiveSwitch) initLocked(op policy.Config, st *SessionStore) {
+func (a *archiveSwitch) initLocked(op policy.Config, st *session.Store) {
 	if a.ready {
 		return
 	}
@@ -89,7 +90,7 @@ func (a *archiveSwitch) initLocked(op policy.Config, st *SessionStore) {
 // prepare opens (or finds) the store of eff's archive parameters. changed
 // is false when they are those in force. A store that cannot be opened is
 // an error the patch answers with: 400 without credentials, 503 otherwise.
-func (a *archiveSwitch) prepare(op, eff policy.Config, st *SessionStore) (o *archive.Observed, changed bool, err error) {
+func (a *archiveSwitch) prepare(op, eff policy.Config, st *session.Store) (o *archive.Observed, changed bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.initLocked(op, st)
@@ -113,7 +114,7 @@ func (a *archiveSwitch) prepare(op, eff policy.Config, st *SessionStore) (o *arc
 }
 
 // commit puts o (prepared for eff) in force in st.
-func (a *archiveSwitch) commit(eff policy.Config, o *archive.Observed, st *SessionStore) {
+func (a *archiveSwitch) commit(eff policy.Config, o *archive.Observed, st *session.Store) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := policy.ArchiveParamsOf(eff)
@@ -123,13 +124,13 @@ func (a *archiveSwitch) commit(eff policy.Config, o *archive.Observed, st *Sessi
 		a.latest[o.Backend()] = o
 	}
 	if st != nil {
-		st.setArchives(o)
+		st.SetArchives(o)
 	}
 }
 
 // writeMetrics writes the archive metrics of every backend used since the
 // start (counters do not vanish when an admin switches away).
-func (a *archiveSwitch) writeMetrics(w io.Writer, st *SessionStore) {
+func (a *archiveSwitch) writeMetrics(w io.Writer, st *session.Store) {
 	a.mu.Lock()
 	var all []*archive.Observed
 	if !a.ready {

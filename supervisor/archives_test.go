@@ -15,7 +15,9 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/archive/archivetest"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // switchRig is a server on local archives whose operator lets admins
@@ -24,13 +26,13 @@ type switchRig struct {
 	state string
 	cfg   policy.Config
 	srv   *Server
-	st    *SessionStore
+	st    *session.Store
 	sink  *audit.Memory
 }
 
 func newSwitchRig(t *testing.T, state string, cfg policy.Config) *switchRig {
 	t.Helper()
-	st, err := OpenSessionStore(SessionConfig{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60,
+	st, err := session.Open(session.Config{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60,
 		ArchiveDir: cfg.ArchiveLocalDir(), ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +66,7 @@ func (r *switchRig) patch(t *testing.T, body string) (int, string) {
 // deletes it (archiving it), and reports whether it was restored.
 func (r *switchRig) cycle(t *testing.T, key string) bool {
 	t.Helper()
-	owner := Caller{UID: 1000}
+	owner := launch.Caller{UID: 1000}
 	s, err := r.st.Create(owner, nil, key)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 const (
@@ -106,7 +107,7 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 	start := time.Now()
 	auth := s.auth.Load()
 	if auth == nil || auth.Keys == nil {
-		c := Caller{UID: -1, GID: -1, PID: -1, Key: noAuthKeyName}
+		c := launch.Caller{UID: -1, GID: -1, PID: -1, Key: noAuthKeyName}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
 	}
 	who := failKey(p.addr)
@@ -120,7 +121,7 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 	// work done is the same whatever was wrong.
 	k, ok := auth.Keys.Match(tok)
 	if ok {
-		c := Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin, Egress: k.Egress}
+		c := launch.Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin, Egress: k.Egress}
 		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
 	}
 	s.authFails.fail(who, start)
@@ -146,7 +147,7 @@ func apiErrRetry(code api.ErrorCode, msg string, wait time.Duration) *APIError {
 // answers a refused TCP request. The record names the address, never the
 // presented key.
 func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, p peer, e *APIError, why string) {
-	caller := Caller{UID: -1, GID: -1, PID: -1}
+	caller := launch.Caller{UID: -1, GID: -1, PID: -1}
 	rec := s.record(newExecID(), audit.StepAccept, caller, e, map[string]any{
 		"method": r.Method, "path": r.URL.Path, "remote_addr": p.addr, "auth": why,
 	})

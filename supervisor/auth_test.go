@@ -23,7 +23,9 @@ import (
 	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 const (
@@ -51,7 +53,7 @@ func startTCP(t *testing.T, tlsConf *tls.Config, opts ...serverOpt) *tcpServer {
 	}
 	opts = append([]serverOpt{func(s *Server) {
 		s.SetAuth(Auth{Keys: keys})
-		st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8,
+		st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 8,
 			TTLDefault: 60, TTLCap: 60, SelfUID: os.Getuid(), Sink: s.sink, Log: discardLog()})
 		if err != nil {
 			t.Fatal(err)
@@ -413,11 +415,11 @@ func TestFailKey(t *testing.T) {
 // session key never gets it, nor does a Unix-socket uid caller.
 func TestKeyCallersArchivedByIdentity(t *testing.T) {
 	archives := t.TempDir()
-	var st *SessionStore
+	var st *session.Store
 	now := time.Now()
 	ts := startTCP(t, nil, func(s *Server) {
 		var err error
-		st, err = OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+		st, err = session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
 			ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Sink: s.sink, Log: discardLog(),
 			Now: func() time.Time { return now }})
 		if err != nil {
@@ -518,7 +520,7 @@ func TestRefusalRecordsPerCaller(t *testing.T) {
 		}
 	}
 	// Two key callers refused within the same interval.
-	for _, c := range []Caller{{UID: -1, GID: -1, PID: -1, Key: "alice"}, {UID: -1, GID: -1, PID: -1, Key: "bob"}} {
+	for _, c := range []launch.Caller{{UID: -1, GID: -1, PID: -1, Key: "alice"}, {UID: -1, GID: -1, PID: -1, Key: "bob"}} {
 		s.srv.auditRefusal(s.srv.record(newExecID(), audit.StepAccept, c, apiErr(api.CodeForbidden, "no"), map[string]any{"method": "GET", "path": "/x"}))
 	}
 	addrs, keys := map[string]bool{}, map[string]bool{}

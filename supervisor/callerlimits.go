@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // refusalInterval is how often one caller's refusals reach the audit log
@@ -46,7 +47,7 @@ type callerLimits struct {
 	bodyBudget                  int64
 	log                         *slog.Logger
 	// refused is told about every refused connection (for the audit log).
-	refused func(c Caller, reason, msg string)
+	refused func(c launch.Caller, reason, msg string)
 
 	mu          sync.Mutex
 	conns       map[net.Conn]string // admitted connections, by connection identity
@@ -88,14 +89,14 @@ func (l *callerLimits) connState(c net.Conn, st http.ConnState) {
 // connIdentity is who a connection is counted under at accept: the peer's
 // uid on a Unix socket, the remote IP address on TCP (where the key comes
 // later, with each request).
-func connIdentity(c net.Conn) (Caller, string) {
+func connIdentity(c net.Conn) (launch.Caller, string) {
 	if isTCP(c) {
-		return Caller{UID: -1, GID: -1, PID: -1}, "addr:" + remoteIP(c)
+		return launch.Caller{UID: -1, GID: -1, PID: -1}, "addr:" + remoteIP(c)
 	}
 	caller, err := peerCredentials(c)
 	if err != nil {
 		// Counted under -1, never under uid 0; authorize refuses it.
-		caller = Caller{UID: -1, GID: -1, PID: -1}
+		caller = launch.Caller{UID: -1, GID: -1, PID: -1}
 	}
 	return caller, caller.ID()
 }
@@ -241,7 +242,7 @@ func (s *Server) limitBodies(next http.Handler) http.Handler {
 }
 
 // queueRefusal is the 429 for an exec the gate will not take.
-func (s *Server) queueRefusal(caller Caller, err error) *APIError {
+func (s *Server) queueRefusal(caller launch.Caller, err error) *APIError {
 	if errors.Is(err, admission.ErrShareFull) {
 		s.metrics.mu.Lock()
 		s.metrics.queueShareRefused++
@@ -255,7 +256,7 @@ func (s *Server) queueRefusal(caller Caller, err error) *APIError {
 // refuseEarly answers a request refused before its body was read. Its
 // accept record goes through the refusal limiter: one record per caller
 // per interval, the rest counted.
-func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller Caller, e *APIError) {
+func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller launch.Caller, e *APIError) {
 	execID := newExecID()
 	if strings.HasSuffix(r.URL.Path, "/exec") {
 		w.Header().Set(api.ExecIDHeader, execID)
@@ -326,7 +327,7 @@ func (s *Server) startRefusalFlusher() (stop func()) {
 }
 
 // connRefused audits a connection refused at accept.
-func (s *Server) connRefused(c Caller, reason, msg string) {
+func (s *Server) connRefused(c launch.Caller, reason, msg string) {
 	// Method and path are empty: no request was read.
 	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), map[string]any{
 		"method": "", "path": "", "connection_refused": reason}))

@@ -19,6 +19,8 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // rawRequest opens a connection and sends a request head (and no body,
@@ -157,7 +159,7 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxConcurrentExecs, cfg.MaxQueuedExecs, cfg.MaxQueuedExecsPerCaller = 2, 4, 1
 	release := make(chan struct{})
-	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -198,10 +200,10 @@ func TestExecShareRefusedBeforeBody(t *testing.T) {
 // its share of the sessions is counted under limit="sessions"; a create
 // refused by the global maximum is not.
 func TestSessionShareRefusalMetric(t *testing.T) {
-	var st *SessionStore
+	var st *session.Store
 	ts := startServer(t, testConfig(), nil, readyChecks(), func(s *Server) {
 		var err error
-		st, err = OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 2, MaxPerCaller: 1, TTLDefault: 60, TTLCap: 60,
+		st, err = session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 2, MaxPerCaller: 1, TTLDefault: 60, TTLCap: 60,
 			SelfUID: os.Getuid(), Log: discardLog()})
 		if err != nil {
 			t.Fatal(err)
@@ -214,10 +216,10 @@ func TestSessionShareRefusalMetric(t *testing.T) {
 	if r := ts.do("POST", "/v1/sessions", "{}"); r.status != 429 {
 		t.Fatalf("second create: %d %s, want 429", r.status, r.body)
 	}
-	if _, err := st.Create(Caller{UID: 4242}, nil, ""); err != nil {
+	if _, err := st.Create(launch.Caller{UID: 4242}, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Create(Caller{UID: 4343}, nil, ""); err == nil {
+	if _, err := st.Create(launch.Caller{UID: 4343}, nil, ""); err == nil {
 		t.Fatal("a third session past --max-sessions")
 	}
 	m := string(ts.do("GET", "/metrics", "").body)
@@ -311,19 +313,19 @@ func (s *lockedSink) earlyRefusals() (records, refusals int) {
 // TestSessionShare: one caller holds at most its share of the sessions;
 // beyond it 429 with Retry-After, and another caller still creates one.
 func TestSessionShare(t *testing.T) {
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, MaxPerCaller: 2,
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, MaxPerCaller: 2,
 		TTLDefault: 60, TTLCap: 60, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostile, other := Caller{UID: 1001}, Caller{UID: 1002}
+	hostile, other := launch.Caller{UID: 1001}, launch.Caller{UID: 1002}
 	for i := 0; i < 2; i++ {
 		if _, err := st.Create(hostile, nil, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, err = st.Create(hostile, nil, "")
-	if !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "its share") {
+	if !errors.Is(err, session.ErrTooMany) || !strings.Contains(err.Error(), "its share") {
 		t.Fatalf("a third session of one caller: %v", err)
 	}
 	if e := toAPI(err); e.Status != 429 || e.RetryAfter < 1 || !strings.Contains(e.Message, "its share") {
@@ -364,7 +366,7 @@ func (l *callerLimits) open() int {
 func (l *callerLimits) inFlight(uid int) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bodies[Caller{UID: uid}.ID()]
+	return l.bodies[launch.Caller{UID: uid}.ID()]
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -376,14 +378,14 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	now := time.Now()
 	sink := &lockedSink{}
 	archives := t.TempDir()
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 8, TTLDefault: 60, TTLCap: 60,
 		QuotaBytes: 1 << 20, ArchiveDir: archives, ArchiveMaxBytes: 1 << 20, ArchiveCallerMaxBytes: 30 << 10,
 		ArchiveRetention: 30 * 24 * time.Hour, SelfUID: os.Getuid(), Sink: sink, Log: discardLog(),
 		Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	archiveKey := func(c Caller, key string) {
+	archiveKey := func(c launch.Caller, key string) {
 		t.Helper()
 		s, err := st.Create(c, nil, key)
 		if err != nil {
@@ -397,7 +399,7 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // distinct modification times
 	}
-	hostile, other := Caller{UID: 1001}, Caller{UID: 1002}
+	hostile, other := launch.Caller{UID: 1001}, launch.Caller{UID: 1002}
 	for _, k := range []string{"a", "b", "c", "d"} {
 		archiveKey(hostile, k)
 	}

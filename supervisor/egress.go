@@ -15,7 +15,10 @@ import (
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/egress"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // egressHost is the supervisor's side of network "egress": the proxy and
@@ -62,7 +65,7 @@ func (s *Server) egressSocket(id string) (string, net.Listener, error) {
 
 // egressReport is the audit sink of one exec's (or kernel's) connection
 // records.
-func (s *Server) egressReport(execID string, caller Caller, log *slog.Logger) func(egress.Record) {
+func (s *Server) egressReport(execID string, caller launch.Caller, log *slog.Logger) func(egress.Record) {
 	return func(r egress.Record) {
 		if err := s.writeAudit(egressRecord(execID, caller, r)); err != nil {
 			log.Error("egress audit record", "err", err)
@@ -72,7 +75,7 @@ func (s *Server) egressReport(execID string, caller Caller, log *slog.Logger) fu
 
 // startEgress serves a process exec's proxy on its own socket until
 // finish.
-func (s *Server) startEgress(ctx context.Context, execID string, caller Caller, log *slog.Logger) (*egressRun, error) {
+func (s *Server) startEgress(ctx context.Context, execID string, caller launch.Caller, log *slog.Logger) (*egressRun, error) {
 	dir, l, err := s.egressSocket(execID)
 	if err != nil {
 		return nil, err
@@ -118,7 +121,7 @@ func networkResult(e *egress.Exec) *api.NetworkResult {
 // ignores the proxy variables; egress.NodeOptionsImport). The request's
 // own NODE_OPTIONS is kept, the import appended. Any other launch is
 // unchanged: a "none" exec never gets it.
-func egressLaunchEnv(req *LaunchRequest) {
+func egressLaunchEnv(req *launch.Request) {
 	if req.Network != api.NetworkEgress || req.Runtime != "javascript" {
 		return
 	}
@@ -130,36 +133,24 @@ func egressLaunchEnv(req *LaunchRequest) {
 	req.Env = env
 }
 
-// startSessionKernel starts a session's kernel; for network "egress" with
-// its own proxy, whose socket directory (named by the kernel's launch id)
-// is bound into that one sandbox and which ends with the kernel.
-func (s *Server) startSessionKernel(rl runnerLauncher, req LaunchRequest) (*kernel, error) {
-	if req.Network != api.NetworkEgress {
-		return s.startKernel(context.Background(), rl, req)
-	}
+// kernelEgress is the kernel host's Egress hook: it serves the proxy of a
+// session kernel's launch req (network "egress"), one socket bound into
+// that kernel's sandbox alone (its directory named by the kernel's launch
+// id), and points req at it.
+func (s *Server) kernelEgress(req *launch.Request) (kernel.Proxy, error) {
 	ke, err := s.startKernelEgress(req.ExecID, req.Caller)
 	if err != nil {
 		return nil, err
 	}
 	req.Egress = req.ExecID
-	egressLaunchEnv(&req)
-	k, err := s.startKernel(context.Background(), rl, req)
-	if err != nil {
-		ke.stop()
-		return nil, err
-	}
-	k.egress = ke
-	go func() {
-		<-k.sb.Done()
-		ke.stop()
-	}()
-	return k, nil
+	egressLaunchEnv(req)
+	return ke, nil
 }
 
-// kernelEgress is a session kernel's proxy (network "egress"): one socket
-// bound into the kernel's sandbox alone, served for the kernel's whole life,
-// with records and limits per exec (egress.Kernel).
-type kernelEgress struct {
+// kernelProxy is a session kernel's proxy: served for the kernel's whole
+// life, with records and limits per exec (egress.Kernel).
+type kernelProxy struct {
+	s      *Server
 	k      *egress.Kernel
 	dir    string
 	cancel context.CancelFunc
@@ -167,17 +158,17 @@ type kernelEgress struct {
 }
 
 // startKernelEgress serves the proxy of the kernel whose launch id is
-// kernelID, until stop. Connections made outside an exec are audited under
+// kernelID, until Stop. Connections made outside an exec are audited under
 // the kernel's launch id and its caller (the one whose exec started it).
-func (s *Server) startKernelEgress(kernelID string, caller Caller) (*kernelEgress, error) {
+func (s *Server) startKernelEgress(kernelID string, caller launch.Caller) (*kernelProxy, error) {
 	log := s.log.With("kernel_id", kernelID)
 	dir, l, err := s.egressSocket(kernelID)
 	if err != nil {
 		return nil, err
 	}
-	ke := &kernelEgress{k: s.egress.proxy.NewKernel(kernelID, s.egressReport(kernelID, caller, log)), dir: dir, done: make(chan struct{})}
+	ke := &kernelProxy{s: s, k: s.egress.proxy.NewKernel(kernelID, s.egressReport(kernelID, caller, log)), dir: dir, done: make(chan struct{})}
 	// Not a request's context: the kernel outlives the exec that started
-	// it. stop ends it, when the kernel's sandbox has ended.
+	// it. Stop ends it, when the kernel's sandbox has ended.
 	ctx, cancel := context.WithCancel(context.Background())
 	ke.cancel = cancel
 	go func() {
@@ -189,25 +180,19 @@ func (s *Server) startKernelEgress(kernelID string, caller Caller) (*kernelEgres
 	return ke, nil
 }
 
-// stop closes the kernel's proxy and every connection still open, and
-// removes its socket directory. Safe on nil.
-func (ke *kernelEgress) stop() {
-	if ke == nil {
-		return
-	}
+// Stop closes the kernel's proxy and every connection still open, and
+// removes its socket directory.
+func (ke *kernelProxy) Stop() {
 	ke.cancel()
 	<-ke.done
 	os.RemoveAll(ke.dir)
 }
 
-// beginKernelExec attributes the kernel's connections to the exec until the
-// returned finish, which cuts the exec's open connections and returns its
-// network object. Without egress (ke nil) finish returns nil.
-func (s *Server) beginKernelExec(ctx context.Context, ke *kernelEgress, execID string, caller Caller) func() *api.NetworkResult {
-	if ke == nil {
-		return func() *api.NetworkResult { return nil }
-	}
-	e, end := ke.k.BeginExec(ctx, execID, s.egressReport(execID, caller, s.log.With("exec_id", execID)))
+// BeginExec attributes the kernel's connections to the exec until the
+// returned end, which cuts the exec's open connections and returns its
+// network object.
+func (ke *kernelProxy) BeginExec(ctx context.Context, execID string, caller launch.Caller) func() *api.NetworkResult {
+	e, end := ke.k.BeginExec(ctx, execID, ke.s.egressReport(execID, caller, ke.s.log.With("exec_id", execID)))
 	return func() *api.NetworkResult {
 		end()
 		return networkResult(e)
@@ -215,7 +200,7 @@ func (s *Server) beginKernelExec(ctx context.Context, ke *kernelEgress, execID s
 }
 
 // egressRecord is the audit record of one connection attempt.
-func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
+func egressRecord(execID string, c launch.Caller, r egress.Record) audit.Record {
 	rec := audit.Record{
 		Time: time.Now().UTC(), ExecID: execID, Step: audit.StepEgress, Source: "supervisor",
 		CallerUID: c.UID, CallerGID: c.GID, CallerPID: c.PID, Caller: c.ID(), OK: r.Allowed,
@@ -233,7 +218,7 @@ func egressRecord(execID string, c Caller, r egress.Record) audit.Record {
 // sessionNetwork applies a session's network mode to one of its execs: an
 // exec that names none gets the session's; one that names another is 400
 // (the session's setting holds for its execs).
-func sessionNetwork(sess *Session, asked string) (string, *APIError) {
+func sessionNetwork(sess *session.Session, asked string) (string, *APIError) {
 	if sess == nil {
 		return asked, nil
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/egress"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // egressServer is a supervisor whose fake launcher plays the relay: it
@@ -46,7 +48,7 @@ func egressServer(t *testing.T, uids []int, urls ...string) (*testServer, string
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 		sock := filepath.Join(dir, req.Egress, config.EgressSocket)
 		for _, u := range urls {
 			u = strings.ReplaceAll(u, "PORT", port)
@@ -138,7 +140,7 @@ func TestEgressSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestEgressSession(t *testing.T) {
 func TestEgressSessionForbidden(t *testing.T) {
 	cfg := testConfig()
 	cfg.EgressAllow, cfg.EgressAllowUIDs = "pypi.test", []int{os.Getuid() + 1}
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestEgressSessionForbidden(t *testing.T) {
 	if code, _ := apiError(t, r); r.status != 403 || code != api.CodeForbidden {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	if n := len(st.List(Caller{UID: os.Getuid()})); n != 0 {
+	if n := len(st.List(launch.Caller{UID: os.Getuid()})); n != 0 {
 		t.Errorf("%d sessions after a refused create", n)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/egress"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 )
@@ -46,7 +47,7 @@ func buildServer(t *testing.T) (*testServer, string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 		if req.Egress != "" {
 			for _, host := range []string{"pypi.test", "other.test"} {
 				c, err := net.Dial("unix", filepath.Join(dir, req.Egress, config.EgressSocket))

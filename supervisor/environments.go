@@ -11,9 +11,12 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // DefaultEnvironmentRecheck is how often the supervisor re-hashes every
@@ -168,30 +171,6 @@ func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// setEnvironment records a new session's default environment and
-// persists it before the session is answered: a supervisor killed before
-// the session's first exec must recover it with its environment (the
-// metadata Create wrote does not have it yet).
-func (st *SessionStore) setEnvironment(s *Session, name string) error {
-	if name == "" {
-		return nil
-	}
-	st.mu.Lock()
-	s.Environment = name
-	st.mu.Unlock()
-	return st.persist(s)
-}
-
-// environmentOf reads a session's default environment.
-func (st *SessionStore) environmentOf(s *Session) string {
-	if st == nil {
-		return s.Environment
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return s.Environment
-}
-
 // environmentHealth lists the environments for GET /v1/health: "ok" or the
 // reason of the last full check.
 func (s *Server) environmentHealth() []api.EnvironmentHealth {
@@ -216,9 +195,10 @@ func (s *Server) environmentHealth() []api.EnvironmentHealth {
 // kernel cannot change environment, and running the exec there would
 // silently give it other packages than it asked for. (A kernel that has
 // ended is replaced by one in the exec's environment.)
-func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) error {
-	k, _ := s.sessions.kernel(sess, req.Runtime)
-	if k == nil || !k.alive() || k.environment == req.Environment {
+func (s *Server) kernelEnvironmentConflict(sess *session.Session, req launch.Request) error {
+	held, _ := s.sessions.KernelOf(sess, req.Runtime)
+	k, ok := held.(*kernel.Kernel)
+	if !ok || !k.Alive() || k.Environment() == req.Environment {
 		return nil
 	}
 	name := func(e string) string {
@@ -228,15 +208,15 @@ func (s *Server) kernelEnvironmentConflict(sess *Session, req LaunchRequest) err
 		return fmt.Sprintf("environment %q", e)
 	}
 	return errdefs.New(errdefs.ErrConflict,
-		fmt.Sprintf("the session's %s kernel runs in %s; this exec asks for %s", req.Runtime, name(k.environment), name(req.Environment)),
+		fmt.Sprintf("the session's %s kernel runs in %s; this exec asks for %s", req.Runtime, name(k.Environment()), name(req.Environment)),
 		fmt.Sprintf(`send "mode": "process", or restart the kernel (POST /v1/sessions/%s/kernels/%s/restart starts it in the session's environment)`, sess.ID, req.Runtime), nil)
 }
 
 // sessionKernelEnvironment is the environment a restarted kernel of
 // language starts in: the session's default if it is of that language,
 // else the language's default (policy.ResolveEnvironment with no request).
-func (s *Server) sessionKernelEnvironment(sess *Session, language string) string {
-	e, err := policy.ResolveEnvironment("", s.sessions.environmentOf(sess), language, s.cfg.Environments)
+func (s *Server) sessionKernelEnvironment(sess *session.Session, language string) string {
+	e, err := policy.ResolveEnvironment("", s.sessions.EnvironmentOf(sess), language, s.cfg.Environments)
 	if err != nil {
 		return ""
 	}

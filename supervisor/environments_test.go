@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // registeredTree makes a tree with its manifest, as registration does.
@@ -42,7 +44,7 @@ func TestEnvironmentsEndpointAndDecide(t *testing.T) {
 	minimal := config.Environment{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest}
 	cfg := testConfig()
 	cfg.Environments = Catalog([]config.Environment{tree, minimal})
-	ts := startServer(t, cfg, nil, HealthChecks{})
+	ts := startServer(t, cfg, nil, launch.HealthChecks{})
 	ts.srv.WatchEnvironments(context.Background(), []config.Environment{tree, minimal}, time.Hour)
 
 	r := ts.do("GET", "/v1/environments", "")
@@ -104,7 +106,7 @@ func TestSessionDefaultEnvironment(t *testing.T) {
 		{Name: "python-datascience", Language: "python", Digest: envtree.EmptyDigest, Default: true},
 		{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest},
 	})
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +138,8 @@ func TestSessionEnvironmentPersisted(t *testing.T) {
 	cfg := testConfig()
 	cfg.Environments = Catalog([]config.Environment{{Name: "minimal", Language: "python", Digest: envtree.EmptyDigest}})
 	dir := t.TempDir()
-	open := func() *SessionStore {
-		st, err := OpenSessionStore(SessionConfig{StateDir: dir, MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
+	open := func() *session.Store {
+		st, err := session.Open(session.Config{StateDir: dir, MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +151,7 @@ func TestSessionEnvironmentPersisted(t *testing.T) {
 	if err := json.Unmarshal(r.body, &sess); r.status != 201 || err != nil {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	again, err := open().Get(sess.ID, Caller{UID: os.Getuid(), GID: os.Getgid()})
+	again, err := open().Get(sess.ID, launch.Caller{UID: os.Getuid(), GID: os.Getgid()})
 	if err != nil || again.Environment != "minimal" {
 		t.Fatalf("recovered session: %+v (%v), want environment minimal", again, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/session"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -68,9 +69,9 @@ func TestToAPIErrors(t *testing.T) {
 		{"workspace invalid path", workspace.ErrInvalidPath, api.CodeInvalidArgument, "invalid path"},
 		{"workspace not empty", workspace.ErrNotEmpty, api.CodeConflict, "directory not empty"},
 		{"workspace not found", workspace.ErrNotFound, api.CodeNotFound, "no such file in the workspace"},
-		{"session not found", ErrSessionNotFound, api.CodeNotFound, "no such session"},
-		{"session deleting", fmt.Errorf("use: %w", ErrSessionDeleting), api.CodeConflict, "the session is being deleted"},
-		{"too many sessions", ErrTooManySessions, api.CodeLimitExceeded, "the maximum number of sessions is reached; delete one or retry later"},
+		{"session not found", session.ErrNotFound, api.CodeNotFound, "no such session"},
+		{"session deleting", fmt.Errorf("use: %w", session.ErrDeleting), api.CodeConflict, "the session is being deleted"},
+		{"too many sessions", session.ErrTooMany, api.CodeLimitExceeded, "the maximum number of sessions is reached; delete one or retry later"},
 		{"fix, no cause", errdefs.New(errdefs.ErrUnavailable, "bwrap is missing", "apt-get install bubblewrap", cause), api.CodeUnavailable, "bwrap is missing; fix: apt-get install bubblewrap"},
 		{"launch error", errdefs.New(errdefs.ErrQuota, "stage a: full", "", cause), api.CodeQuotaExceeded, "stage a: full"},
 		{"launch error with fix", errdefs.New(errdefs.ErrUnavailable, "no helper", "make install", cause), api.CodeUnavailable, "no helper; fix: make install"},
@@ -119,12 +120,12 @@ func TestWorkspaceTooLargeIs413OnBothPaths(t *testing.T) {
 	t.Run("upload", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.WorkspaceQuotaBytes = quota
-		st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: quota})
+		st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid(), QuotaBytes: quota})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ts := startServer(t, cfg, nil, readyChecks(), func(s *Server) { s.SetSessions(st) })
-		sess, err := st.Create(Caller{UID: os.Getuid(), GID: os.Getgid()}, nil, "")
+		sess, err := st.Create(launch.Caller{UID: os.Getuid(), GID: os.Getgid()}, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestWorkspaceTooLargeIs413OnBothPaths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) { return hl.Launch(ctx, req) }}
+		fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) { return hl.Launch(ctx, req) }}
 		ts := startServer(t, testConfig(), fl, readyChecks())
 		body := fmt.Sprintf(`{"language":"python","code":"1","files":[{"path":"big","content_base64":"%s"}]}`,
 			strings.Repeat("eHh4", 2*quota/3))

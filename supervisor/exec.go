@@ -16,7 +16,9 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // newExecID returns 128 random bits in hex: unguessable, so one caller cannot
@@ -25,54 +27,6 @@ func newExecID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error; it crashes instead.
 	return hex.EncodeToString(b[:])
-}
-
-// decision is a request that policy accepted, as the launch it becomes,
-// with the facts the decide record carries.
-type decision struct {
-	launch     LaunchRequest
-	mode       string // kernel or process
-	entrypoint string
-	inputs     json.RawMessage
-	facts      map[string]any
-}
-
-// decideExec runs the decide step (policy.Decide, pure) and turns its
-// Decision into the LaunchRequest the supervisor carries out.
-func (s *Server) decideExec(req api.ExecRequest, caller Caller, execID string, sess *Session) (decision, *APIError) {
-	preq := policy.Request{Exec: req, Session: sess != nil}
-	if sess != nil {
-		preq.SessionEnvironment = s.sessions.environmentOf(sess)
-	}
-	d, err := policy.Decide(preq, caller, s.liveConfig())
-	if err != nil {
-		return decision{facts: d.Facts}, toAPI(err)
-	}
-	if apiE := s.environmentRefusal(d.Environment.Name); apiE != nil {
-		return decision{facts: d.Facts}, apiE
-	}
-	mode := d.Mode
-	if _, ok := s.runners(); !ok && mode == api.ModeKernel && req.Mode == "" {
-		mode = api.ModeProcess // the session default, where kernels cannot run
-	}
-	return decision{
-		launch: LaunchRequest{
-			ExecID:    execID,
-			Caller:    caller,
-			Runtime:   d.Runtime,
-			Code:      d.Code,
-			Stdin:     d.Stdin,
-			Files:     d.Files,
-			Env:       d.Env,
-			Limits:    d.Limits,
-			Artifacts: d.Artifacts,
-			Network:   d.Network,
-
-			Environment: d.Environment.Name,
-		},
-		mode: mode, entrypoint: d.Entrypoint, inputs: d.Inputs,
-		facts: d.Facts,
-	}, nil
 }
 
 // handleExec serves POST /v1/exec.
@@ -84,9 +38,9 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 type execCall struct {
 	w      http.ResponseWriter
 	r      *http.Request
-	sess   *Session // nil for a one-shot exec
+	sess   *session.Session // nil for a one-shot exec
 	id     string
-	caller Caller
+	caller launch.Caller
 	log    *slog.Logger
 }
 
@@ -94,7 +48,7 @@ type execCall struct {
 // shared with session execs (sess != nil: the session timeout cap applies,
 // the exec runs in the session's workspace, one at a time per session, and a
 // delete of the session kills it).
-func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	caller, _ := callerFrom(r.Context()) // the auth middleware has refused requests without one
 	c := &execCall{w: w, r: r, sess: sess, id: execIDFor(r.Context()), caller: caller}
 	w.Header().Set(api.ExecIDHeader, c.id)
@@ -171,6 +125,76 @@ func (s *Server) decideAndAdmit(c *execCall, req api.ExecRequest) (decision, con
 	return d, launchCtx, done, true
 }
 
+// decision is a request that policy accepted, as the launch it becomes,
+// with the facts the decide record carries.
+type decision struct {
+	launch     launch.Request
+	mode       string // kernel or process
+	entrypoint string
+	inputs     json.RawMessage
+	facts      map[string]any
+}
+
+// decideExec runs the decide step (policy.Decide, pure) and turns its
+// Decision into the LaunchRequest the supervisor carries out.
+func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID string, sess *session.Session) (decision, *APIError) {
+	preq := policy.Request{Exec: req, Session: sess != nil}
+	if sess != nil {
+		preq.SessionEnvironment = s.sessions.EnvironmentOf(sess)
+	}
+	d, err := policy.Decide(preq, caller, s.liveConfig())
+	if err != nil {
+		return decision{facts: d.Facts}, toAPI(err)
+	}
+	if apiE := s.environmentRefusal(d.Environment.Name); apiE != nil {
+		return decision{facts: d.Facts}, apiE
+	}
+	mode := d.Mode
+	if _, ok := s.kernelHost(); !ok && mode == api.ModeKernel && req.Mode == "" {
+		mode = api.ModeProcess // the session default, where kernels cannot run
+	}
+	return decision{
+		launch: launch.Request{
+			ExecID:    execID,
+			Caller:    caller,
+			Runtime:   d.Runtime,
+			Code:      d.Code,
+			Stdin:     d.Stdin,
+			Files:     d.Files,
+			Env:       d.Env,
+			Limits:    d.Limits,
+			Artifacts: d.Artifacts,
+			Network:   d.Network,
+
+			Environment: d.Environment.Name,
+		},
+		mode: mode, entrypoint: d.Entrypoint, inputs: d.Inputs,
+		facts: d.Facts,
+	}, nil
+}
+
+// beginSessionExec marks the session in use and waits, up to the exec's
+// own timeout, for the session's previous exec to end.
+func (s *Server) beginSessionExec(ctx context.Context, sess *session.Session, d *decision) (context.Context, func(), *APIError) {
+	d.launch.SessionWorkspace = sess.WorkspaceName()
+	d.facts["session_id"] = sess.ID
+	endUse, err := s.sessions.Use(sess)
+	if err != nil {
+		return nil, nil, toAPI(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
+	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
+	cancel()
+	if err != nil {
+		endUse()
+		if errors.Is(err, session.ErrDeleting) {
+			return nil, nil, toAPI(err)
+		}
+		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
+	}
+	return execCtx, func() { endExec(); endUse() }, nil
+}
+
 // admit waits for an exec slot (fairly, see package admission) up to the
 // exec's own timeout; a full queue answers at once.
 func (s *Server) admit(c *execCall, d *decision) (func(), *APIError) {
@@ -190,12 +214,16 @@ func (s *Server) admit(c *execCall, d *decision) (func(), *APIError) {
 	return func() {}, limitExceeded(fmt.Sprintf("no exec slot freed within the exec's timeout of %d ms (%d running at most); retry later", d.launch.Limits.TimeoutMS, s.gate.Max()))
 }
 
+func limitExceeded(msg string) *APIError {
+	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
+}
+
 // launchAndAnswer runs a decided exec (with its egress relay, if any) and
 // answers, buffered or streamed.
 func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
 	c.log.Info("launch", "runtime", d.launch.Runtime, "mode", d.mode, "network", d.launch.Network, "timeout_ms", d.launch.Limits.TimeoutMS)
 	var eg *egressRun
-	// A kernel exec uses its kernel's proxy (startSessionKernel), which
+	// A kernel exec uses its kernel's proxy (kernel.Host.StartSession), which
 	// records it under this exec's id; any other egress exec gets its own.
 	if d.launch.Network == api.NetworkEgress && !(d.mode == api.ModeKernel && c.sess != nil) {
 		var err error
@@ -222,38 +250,12 @@ func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
 	s.answer(ctx, c, d, res, err, st)
 }
 
-// answer writes a launched exec's result, or its failure.
-func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *ExecResult, err error, st *streamer) {
-	if err != nil {
-		if st != nil && st.hasStarted() {
-			st.emit(event{Type: "error", Error: toAPI(err)})
-			return
-		}
-		s.launchFailed(ctx, c.w, c.log, c.id, err)
-		return
-	}
-	if res == nil {
-		c.log.Error("launcher returned neither a result nor an error")
-		s.metrics.exec(OutcomeError)
-		writeError(c.w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", c.id)))
-		return
-	}
-	s.answerResult(c.w, c.log, c.id, d.launch.Limits, res, st)
-}
-
-// runsPlain reports whether the exec ran as a plain interpreter, whose
-// exception (if any) only its stderr tells: neither in a kernel nor a
-// code-node call through the runner.
-func (d decision) runsPlain(sess *Session) bool {
-	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
-}
-
 // dispatch runs a decided exec: in the session's kernel, through the
 // runner's run-once mode (a process-mode code-node call), or as a plain
 // process (every other process-mode exec; its exception is derived from
 // its stderr afterwards). With a streamer, output and displays are
 // streamed as they happen.
-func (s *Server) dispatch(ctx context.Context, sess *Session, d decision, st *streamer) (*ExecResult, error) {
+func (s *Server) dispatch(ctx context.Context, sess *session.Session, d decision, st *streamer) (*launch.ExecResult, error) {
 	var emit func(event) bool
 	if st != nil {
 		emit = st.emit
@@ -299,33 +301,33 @@ func (c *streamCut) take(name string, p []byte, limit int64) string {
 	return strings.ToValidUTF8(string(p), "\uFFFD")
 }
 
-// beginSessionExec marks the session in use and waits, up to the exec's
-// own timeout, for the session's previous exec to end.
-func (s *Server) beginSessionExec(ctx context.Context, sess *Session, d *decision) (context.Context, func(), *APIError) {
-	d.launch.SessionWorkspace = sess.WorkspaceName()
-	d.facts["session_id"] = sess.ID
-	endUse, err := s.sessions.Use(sess)
+// answer writes a launched exec's result, or its failure.
+func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *launch.ExecResult, err error, st *streamer) {
 	if err != nil {
-		return nil, nil, toAPI(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, d.launch.Limits.Timeout())
-	execCtx, endExec, err := s.sessions.BeginExec(waitCtx, ctx, sess)
-	cancel()
-	if err != nil {
-		endUse()
-		if errors.Is(err, ErrSessionDeleting) {
-			return nil, nil, toAPI(err)
+		if st != nil && st.hasStarted() {
+			st.emit(event{Type: "error", Error: toAPI(err)})
+			return
 		}
-		return nil, nil, apiErr(api.CodeConflict, fmt.Sprintf("the session's previous exec was still running after this exec's timeout of %d ms; execs in a session run one at a time", d.launch.Limits.TimeoutMS))
+		s.launchFailed(ctx, c.w, c.log, c.id, err)
+		return
 	}
-	return execCtx, func() { endExec(); endUse() }, nil
+	if res == nil {
+		c.log.Error("launcher returned neither a result nor an error")
+		s.metrics.exec(OutcomeError)
+		writeError(c.w, apiErr(api.CodeInternal, fmt.Sprintf("internal error in exec %s; see the supervisor log", c.id)))
+		return
+	}
+	s.answerResult(c.w, c.log, c.id, d.launch.Limits, res, st)
 }
 
-func limitExceeded(msg string) *APIError {
-	return toAPI(errdefs.New(errdefs.ErrResourceExhausted, msg, "", nil))
+// runsPlain reports whether the exec ran as a plain interpreter, whose
+// exception (if any) only its stderr tells: neither in a kernel nor a
+// code-node call through the runner.
+func (d decision) runsPlain(sess *session.Session) bool {
+	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
 }
 
-func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *ExecResult, st *streamer) {
+func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *launch.ExecResult, st *streamer) {
 	out := *res
 	if out.ID != execID {
 		if out.ID != "" {
@@ -336,7 +338,7 @@ func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID st
 		out.ID = execID
 	}
 	if out.Artifacts == nil {
-		out.Artifacts = []Artifact{}
+		out.Artifacts = []launch.Artifact{}
 	}
 	if out.Displays == nil {
 		out.Displays = []api.Display{}
@@ -355,7 +357,7 @@ func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID st
 	writeJSON(w, http.StatusOK, &out)
 }
 
-func resultOutcome(r *ExecResult) string {
+func resultOutcome(r *launch.ExecResult) string {
 	switch {
 	case r.TimedOut:
 		return OutcomeTimeout
@@ -431,7 +433,7 @@ func (s *Server) auditFailed(w http.ResponseWriter, log *slog.Logger, err error)
 		"check the audit log's disk space and permissions (details in the supervisor log)", nil)))
 }
 
-func (s *Server) record(execID, step string, c Caller, refusal *APIError, facts map[string]any) audit.Record {
+func (s *Server) record(execID, step string, c launch.Caller, refusal *APIError, facts map[string]any) audit.Record {
 	rec := audit.Record{
 		Time:      time.Now().UTC(),
 		ExecID:    execID,

@@ -14,7 +14,9 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // fuzzSink encodes every audit record as the real writer would, so that a
@@ -37,18 +39,20 @@ func (s *fuzzSink) Write(r audit.Record) error {
 // fuzzLauncher records the decided request and answers with a minimal
 // result.
 type fuzzLauncher struct {
-	got *LaunchRequest
+	got *launch.Request
 }
 
-func (l *fuzzLauncher) Launch(_ context.Context, req LaunchRequest) (*ExecResult, error) {
+func (l *fuzzLauncher) Launch(_ context.Context, req launch.Request) (*launch.ExecResult, error) {
 	l.got = &req
 	zero := 0
-	return &ExecResult{ID: req.ExecID, ExitCode: &zero, Artifacts: []Artifact{}}, nil
+	return &launch.ExecResult{ID: req.ExecID, ExitCode: &zero, Artifacts: []launch.Artifact{}}, nil
 }
 
 type fuzzProber struct{}
 
-func (fuzzProber) Probe(context.Context, Caller) HealthChecks { return HealthChecks{} }
+func (fuzzProber) Probe(context.Context, launch.Caller) launch.HealthChecks {
+	return launch.HealthChecks{}
+}
 
 // FuzzExecRequest fuzzes the API request decoder: a POST /v1/exec (or a
 // session exec's) body and Content-Type go through the real handler chain -
@@ -66,11 +70,11 @@ func (fuzzProber) Probe(context.Context, Caller) HealthChecks { return HealthChe
 func FuzzExecRequest(f *testing.F) {
 	// One session store and session for every input: session execs take the
 	// same decode and decide path, plus the session's own serialisation.
-	st, err := OpenSessionStore(SessionConfig{StateDir: f.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid()})
+	st, err := session.Open(session.Config{StateDir: f.TempDir(), MaxSessions: 4, TTLDefault: 3600, TTLCap: 3600, SelfUID: os.Getuid()})
 	if err != nil {
 		f.Fatal(err)
 	}
-	sess, err := st.Create(Caller{UID: 1000, GID: 1000, PID: 4242}, nil, "")
+	sess, err := st.Create(launch.Caller{UID: 1000, GID: 1000, PID: 4242}, nil, "")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -100,7 +104,7 @@ func FuzzExecRequest(f *testing.F) {
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
 		}
-		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, peer{caller: Caller{UID: 1000, GID: 1000, PID: 4242}}))
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, peer{caller: launch.Caller{UID: 1000, GID: 1000, PID: 4242}}))
 		rec := httptest.NewRecorder()
 		s.recoverPanics(h).ServeHTTP(rec, req)
 
@@ -136,7 +140,7 @@ func FuzzExecRequest(f *testing.F) {
 	})
 }
 
-func checkLaunch(t *testing.T, cfg policy.Config, session bool, body []byte, got *LaunchRequest) {
+func checkLaunch(t *testing.T, cfg policy.Config, session bool, body []byte, got *launch.Request) {
 	t.Helper()
 	if !json.Valid(body) {
 		t.Fatalf("launched from a body that is not valid JSON: %q", body)

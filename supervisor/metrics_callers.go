@@ -29,7 +29,7 @@ func (s *Server) writeCallerRefusals(w io.Writer) {
 	n[shareExecQueue] = s.metrics.queueShareRefused
 	s.metrics.mu.Unlock()
 	if s.sessions != nil {
-		n[shareSessions] = s.sessions.shareRefused.Load()
+		n[shareSessions] = s.sessions.ShareRefused()
 	}
 	fmt.Fprintf(w, "# HELP sandboxd_caller_share_refusals_total Requests refused because their caller held its own share of a limit, by limit.\n")
 	fmt.Fprintf(w, "# TYPE sandboxd_caller_share_refusals_total counter\n")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/sandboxd/sandboxd/launch"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ type peerKey struct{}
 // is what the kernel vouches for, and re-reading per request would add a
 // syscall without adding truth.
 type peer struct {
-	caller Caller
+	caller launch.Caller
 	err    error
 	// tcp is set for a connection of a TCP listener: its caller comes
 	// from the request's API key (authenticateTCP), not from the kernel.
@@ -36,35 +37,35 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, peerKey{}, peer{caller: caller, err: err})
 }
 
-func peerCredentials(c net.Conn) (Caller, error) {
+func peerCredentials(c net.Conn) (launch.Caller, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return Caller{}, fmt.Errorf("connection is %T, not a Unix socket", c)
+		return launch.Caller{}, fmt.Errorf("connection is %T, not a Unix socket", c)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return Caller{}, fmt.Errorf("peer credentials: %w", err)
+		return launch.Caller{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return Caller{}, fmt.Errorf("peer credentials: %w", err)
+		return launch.Caller{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
-		return Caller{}, fmt.Errorf("getsockopt SO_PEERCRED: %w", credErr)
+		return launch.Caller{}, fmt.Errorf("getsockopt SO_PEERCRED: %w", credErr)
 	}
-	return Caller{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}, nil
+	return launch.Caller{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}, nil
 }
 
 // callerFrom returns the request's peer. A request without credentials (not
 // over a Unix socket, or getsockopt failed) is an error, and the caller of
 // callerFrom refuses it: no credentials means no access.
-func callerFrom(ctx context.Context) (Caller, error) {
+func callerFrom(ctx context.Context) (launch.Caller, error) {
 	p, ok := ctx.Value(peerKey{}).(peer)
 	if !ok {
-		return Caller{}, errors.New("no peer credentials on this connection")
+		return launch.Caller{}, errors.New("no peer credentials on this connection")
 	}
 	return p.caller, p.err
 }
@@ -74,7 +75,7 @@ func callerFrom(ctx context.Context) (Caller, error) {
 // allowed primary gid. Only the primary gid counts because SO_PEERCRED does
 // not carry supplementary groups; reading them from /proc/<pid>/status would
 // race with the pid being reused.
-func authorized(c Caller, selfUID int, allowUIDs, allowGIDs []int) bool {
+func authorized(c launch.Caller, selfUID int, allowUIDs, allowGIDs []int) bool {
 	return c.UID == 0 ||
 		c.UID == selfUID ||
 		slices.Contains(allowUIDs, c.UID) ||

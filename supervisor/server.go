@@ -18,7 +18,9 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 // errShuttingDown is the cancellation cause of every request context once the
@@ -40,8 +42,8 @@ const (
 // Server is the API server of the supervisor.
 type Server struct {
 	cfg      policy.Config
-	launcher Launcher
-	prober   Prober
+	launcher launch.Launcher
+	prober   launch.Prober
 	sink     audit.Sink
 	log      *slog.Logger
 	version  string
@@ -49,8 +51,8 @@ type Server struct {
 
 	metrics  *metrics
 	gate     *admission.Gate
-	sessions *SessionStore // nil: session routes answer 404
-	egress   *egressHost   // nil: no egress proxy (SetEgress)
+	sessions *session.Store // nil: session routes answer 404
+	egress   *egressHost    // nil: no egress proxy (SetEgress)
 	limits   *callerLimits
 	refusals *audit.RefusalLimiter // nil without a sink
 	live     *liveSettings         // admin overrides (settings.go)
@@ -63,7 +65,7 @@ type Server struct {
 	envMu sync.Mutex
 	envs  *envChecker // nil until WatchEnvironments (environments.go)
 
-	warm atomic.Pointer[warmPool] // nil: no warm pool (StartWarmPool, warmpool.go)
+	warm atomic.Pointer[launch.WarmPool] // nil: no warm pool (StartWarmPool, warmpool.go)
 
 	shutdownGrace time.Duration
 	killGrace     time.Duration
@@ -72,7 +74,7 @@ type Server struct {
 // NewServer returns a server for cfg (which the caller has validated). sink
 // receives the accept and decide records of every exec; a nil or failing
 // sink makes every exec answer 503 rather than run unaudited. log may be nil.
-func NewServer(cfg policy.Config, l Launcher, p Prober, sink audit.Sink, log *slog.Logger, version string) *Server {
+func NewServer(cfg policy.Config, l launch.Launcher, p launch.Prober, sink audit.Sink, log *slog.Logger, version string) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -193,7 +195,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		if err != nil {
 			// -1, not the zero value: an audit line must never show an
 			// unknown peer as uid 0.
-			caller = Caller{UID: -1, GID: -1, PID: -1}
+			caller = launch.Caller{UID: -1, GID: -1, PID: -1}
 			msg = "the peer's credentials could not be read; only local Unix-socket peers are served"
 			s.log.Warn("request without peer credentials", "err", err, "method", r.Method, "path", r.URL.Path)
 		}

@@ -17,7 +17,9 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 func TestHealth(t *testing.T) {
@@ -25,14 +27,14 @@ func TestHealth(t *testing.T) {
 	notReady.Userns = "user namespaces are disabled; fix: sysctl kernel.unprivileged_userns_clone=1"
 	tests := []struct {
 		name   string
-		checks HealthChecks
+		checks launch.HealthChecks
 		status int
 		ok     bool
 		state  string
 	}{
 		{"ready", readyChecks(), 200, true, api.HealthReady},
 		{"not ready", notReady, 503, false, api.HealthNotReady},
-		{"cgroups none is still ready, but degraded", func() HealthChecks { c := readyChecks(); c.Cgroups = "none"; return c }(), 200, true, api.HealthDegraded},
+		{"cgroups none is still ready, but degraded", func() launch.HealthChecks { c := readyChecks(); c.Cgroups = "none"; return c }(), 200, true, api.HealthDegraded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +91,7 @@ func TestExecHappyPath(t *testing.T) {
 	if len(execID) != 32 {
 		t.Fatalf("exec id %q", execID)
 	}
-	var res ExecResult
+	var res launch.ExecResult
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +142,9 @@ func TestExecHappyPath(t *testing.T) {
 }
 
 func TestExecDefaultsAndNormalisation(t *testing.T) {
-	fl := &fakeLauncher{fn: func(_ context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(_ context.Context, req launch.Request) (*launch.ExecResult, error) {
 		code := 3
-		return &ExecResult{ExitCode: &code, Stderr: "<b>boom & co</b>"}, nil // no id, nil artifacts, no limits
+		return &launch.ExecResult{ExitCode: &code, Stderr: "<b>boom & co</b>"}, nil // no id, nil artifacts, no limits
 	}}
 	ts := startServer(t, testConfig(), fl, readyChecks())
 	r := ts.do("POST", "/v1/exec", `{"language":"javascript","code":"process.exit(3)"}`)
@@ -152,7 +154,7 @@ func TestExecDefaultsAndNormalisation(t *testing.T) {
 	if !strings.Contains(string(r.body), `"stderr":"<b>boom & co</b>"`) {
 		t.Fatalf("payload output was escaped: %s", r.body)
 	}
-	var res ExecResult
+	var res launch.ExecResult
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +320,7 @@ func TestLaunchErrorMapping(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fl := &fakeLauncher{fn: func(context.Context, LaunchRequest) (*ExecResult, error) { return nil, tc.err }}
+			fl := &fakeLauncher{fn: func(context.Context, launch.Request) (*launch.ExecResult, error) { return nil, tc.err }}
 			ts := startServer(t, testConfig(), fl, readyChecks())
 			r := ts.do("POST", "/v1/exec", `{"language":"python","code":"1"}`)
 			if r.status != tc.status {
@@ -340,7 +342,7 @@ func TestLaunchErrorMapping(t *testing.T) {
 
 func TestPanicRecovery(t *testing.T) {
 	var n atomic.Int32
-	fl := &fakeLauncher{fn: func(_ context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(_ context.Context, req launch.Request) (*launch.ExecResult, error) {
 		if n.Add(1) == 1 {
 			panic("launcher bug")
 		}
@@ -368,7 +370,7 @@ func TestPanicRecovery(t *testing.T) {
 func TestClientDisconnectCancelsLaunch(t *testing.T) {
 	started := make(chan struct{})
 	saw := make(chan error, 1)
-	fl := &fakeLauncher{fn: func(ctx context.Context, _ LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, _ launch.Request) (*launch.ExecResult, error) {
 		close(started)
 		select {
 		case <-ctx.Done():
@@ -412,7 +414,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	cfg.MaxQueuedExecs = 1
 	release := make(chan struct{})
 	started := make(chan struct{}, 4)
-	fl := &fakeLauncher{fn: func(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 		started <- struct{}{}
 		if req.Code == "1" {
 			<-release
@@ -479,7 +481,7 @@ func TestAuditFailureRefusesExec(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	var n atomic.Int32
-	fl := &fakeLauncher{fn: func(_ context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(_ context.Context, req launch.Request) (*launch.ExecResult, error) {
 		switch n.Add(1) {
 		case 1:
 			return okResult(req), nil
@@ -548,7 +550,7 @@ func TestMetricsAuditCountFromSink(t *testing.T) {
 
 func TestShutdownCancelsInFlightExecs(t *testing.T) {
 	started := make(chan struct{})
-	fl := &fakeLauncher{fn: func(ctx context.Context, _ LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(ctx context.Context, _ launch.Request) (*launch.ExecResult, error) {
 		close(started)
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -578,15 +580,15 @@ func TestShutdownCancelsInFlightExecs(t *testing.T) {
 func TestDecideSessionTimeout(t *testing.T) {
 	s := NewServer(testConfig(), &fakeLauncher{}, fakeProber{}, &audit.Memory{}, nil, "x")
 	long := int64(600000)
-	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", &Session{})
+	d, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", &session.Session{})
 	if apiE != nil || d.launch.Limits.TimeoutMS != 600000 {
 		t.Fatalf("session exec at the cap refused: %v", apiE)
 	}
 	long++
-	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", &Session{}); apiE == nil || apiE.Code != api.CodeInvalidArgument {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", &session.Session{}); apiE == nil || apiE.Code != api.CodeInvalidArgument {
 		t.Fatalf("session exec above the cap: %v", apiE)
 	}
-	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, Caller{}, "id", nil); apiE == nil {
+	if _, apiE := s.decideExec(api.ExecRequest{Language: "python", Code: "1", TimeoutMS: &long}, launch.Caller{}, "id", nil); apiE == nil {
 		t.Fatal("one-shot exec above 60000 accepted")
 	}
 }
@@ -595,22 +597,22 @@ func TestAuthorized(t *testing.T) {
 	const self = 1500
 	tests := []struct {
 		name      string
-		c         Caller
+		c         launch.Caller
 		allowUIDs []int
 		allowGIDs []int
 		want      bool
 	}{
-		{"root", Caller{UID: 0, GID: 0}, nil, nil, true},
-		{"root with odd gid", Caller{UID: 0, GID: 4242}, nil, nil, true},
-		{"self", Caller{UID: self, GID: 99}, nil, nil, true},
-		{"stranger", Caller{UID: 1000, GID: 1000}, nil, nil, false},
-		{"allowed uid", Caller{UID: 1000, GID: 1000}, []int{7, 1000}, nil, true},
-		{"other uid allowed", Caller{UID: 1001, GID: 1001}, []int{1000}, nil, false},
-		{"allowed primary gid", Caller{UID: 1001, GID: 50}, nil, []int{50}, true},
-		{"gid list without match", Caller{UID: 1001, GID: 51}, []int{1000}, []int{50}, false},
-		{"uid in gid list does not count", Caller{UID: 50, GID: 51}, nil, []int{50}, false},
-		{"gid in uid list does not count", Caller{UID: 51, GID: 50}, []int{50}, nil, false},
-		{"nobody", Caller{UID: 65534, GID: 65534}, nil, nil, false},
+		{"root", launch.Caller{UID: 0, GID: 0}, nil, nil, true},
+		{"root with odd gid", launch.Caller{UID: 0, GID: 4242}, nil, nil, true},
+		{"self", launch.Caller{UID: self, GID: 99}, nil, nil, true},
+		{"stranger", launch.Caller{UID: 1000, GID: 1000}, nil, nil, false},
+		{"allowed uid", launch.Caller{UID: 1000, GID: 1000}, []int{7, 1000}, nil, true},
+		{"other uid allowed", launch.Caller{UID: 1001, GID: 1001}, []int{1000}, nil, false},
+		{"allowed primary gid", launch.Caller{UID: 1001, GID: 50}, nil, []int{50}, true},
+		{"gid list without match", launch.Caller{UID: 1001, GID: 51}, []int{1000}, []int{50}, false},
+		{"uid in gid list does not count", launch.Caller{UID: 50, GID: 51}, nil, []int{50}, false},
+		{"gid in uid list does not count", launch.Caller{UID: 51, GID: 50}, []int{50}, nil, false},
+		{"nobody", launch.Caller{UID: 65534, GID: 65534}, nil, nil, false},
 	}
 	for _, tc := range tests {
 		if got := authorized(tc.c, self, tc.allowUIDs, tc.allowGIDs); got != tc.want {
@@ -635,7 +637,7 @@ func TestHandlerWithoutPeerCredentialsIsForbidden(t *testing.T) {
 }
 
 func TestNewServerDefaults(t *testing.T) {
-	var _ Launcher = (*fakeLauncher)(nil)
+	var _ launch.Launcher = (*fakeLauncher)(nil)
 	s := NewServer(policy.Defaults(), &fakeLauncher{}, fakeProber{}, nil, nil, "v")
 	if s.log == nil || s.gate == nil || s.selfUID != os.Getuid() {
 		t.Fatalf("%+v", s)

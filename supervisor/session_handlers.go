@@ -11,12 +11,13 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
 // SetSessions enables the session routes (without it they answer 404) and
 // the sandboxd_active_sessions gauge.
-func (s *Server) SetSessions(st *SessionStore) {
+func (s *Server) SetSessions(st *session.Store) {
 	s.sessions = st
 	s.metrics.sessions = st.Count
 }
@@ -28,7 +29,7 @@ func (s *Server) sessionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/sessions/{id}", s.withSession(s.handleSessionGet))
 	mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleSessionDelete)
 	mux.Handle("/v1/sessions/{id}", methodNotAllowedHandler("GET, DELETE"))
-	mux.HandleFunc("POST /v1/sessions/{id}/exec", s.withSession(func(w http.ResponseWriter, r *http.Request, sess *Session) {
+	mux.HandleFunc("POST /v1/sessions/{id}/exec", s.withSession(func(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 		s.serveExec(w, r, sess)
 	}))
 	mux.Handle("/v1/sessions/{id}/exec", methodNotAllowedHandler("POST"))
@@ -58,7 +59,7 @@ func fileError(err error) *APIError {
 	return toAPI(err)
 }
 
-type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *Session)
+type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *session.Session)
 
 // withSession resolves {id} for the caller (404 for another caller's).
 func (s *Server) withSession(h sessionHandler) http.HandlerFunc {
@@ -109,7 +110,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, err := s.sessions.CreateNetwork(caller, req.TTLSeconds, req.Key, network)
 	if err == nil {
-		err = s.sessions.setEnvironment(sess, req.Environment)
+		err = s.sessions.SetEnvironment(sess, req.Environment)
 	}
 	if err != nil {
 		if codeOf(err) == api.CodeInternal {
@@ -135,7 +136,7 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.SessionList{Sessions: views})
 }
 
-func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	writeJSON(w, http.StatusOK, s.sessions.View(sess))
 }
 
@@ -154,7 +155,7 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 
 // fileOp opens the session's workspace for one file operation, marking the
 // session in use (409 while it is being deleted).
-func (s *Server) fileOp(w http.ResponseWriter, sess *Session, op func(ws *workspace.Workspace) *APIError) {
+func (s *Server) fileOp(w http.ResponseWriter, sess *session.Session, op func(ws *workspace.Workspace) *APIError) {
 	done, err := s.sessions.Use(sess)
 	if err != nil {
 		writeError(w, toAPI(err))
@@ -172,7 +173,7 @@ func (s *Server) fileOp(w http.ResponseWriter, sess *Session, op func(ws *worksp
 	}
 }
 
-func (s *Server) auditFile(r *http.Request, sess *Session, step, path string, apiE *APIError, facts map[string]any) {
+func (s *Server) auditFile(r *http.Request, sess *session.Session, step, path string, apiE *APIError, facts map[string]any) {
 	caller, _ := callerFrom(r.Context())
 	if facts == nil {
 		facts = map[string]any{}
@@ -188,7 +189,7 @@ func (s *Server) auditFile(r *http.Request, sess *Session, step, path string, ap
 	}
 }
 
-func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	p := r.PathValue("path")
 	max := s.cfg.WorkspaceQuotaBytes
 	if r.ContentLength > max {
@@ -213,7 +214,7 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *Ses
 	})
 }
 
-func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	p := r.PathValue("path")
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		f, info, err := ws.Open(p)
@@ -234,7 +235,7 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *Ses
 	})
 }
 
-func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	p := r.PathValue("path")
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		if err := ws.Delete(p); err != nil {
@@ -248,7 +249,7 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *
 	})
 }
 
-func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request, sess *Session) {
+func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		files, err := ws.List()
 		if err != nil {

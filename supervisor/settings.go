@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
@@ -109,17 +110,8 @@ func (s *Server) applyLive(eff policy.Config) {
 	s.live.eff.Store(&eff)
 	s.gate.SetMax(eff.MaxConcurrentExecs)
 	if s.sessions != nil {
-		s.sessions.setLive(eff)
+		s.sessions.SetLimits(eff.MaxSessions, eff.SessionShare(), eff.IdleTTLSeconds)
 	}
-}
-
-// setLive changes the store's limits for the sessions created from now on.
-func (st *SessionStore) setLive(eff policy.Config) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.cfg.MaxSessions = eff.MaxSessions
-	st.cfg.MaxPerCaller = eff.SessionShare()
-	st.cfg.TTLDefault = eff.IdleTTLSeconds
 }
 
 func (s *Server) settingsRoutes(mux *http.ServeMux) {
@@ -132,7 +124,7 @@ func (s *Server) settingsRoutes(mux *http.ServeMux) {
 // marked admin in the keys file (name:key:admin). Being allowed to use the
 // API (--allow-uid/--allow-gid, a plain key) is not enough. A key caller is
 // judged by its key alone: its UID is -1, never a uid of the host.
-func (s *Server) isAdmin(c Caller) bool {
+func (s *Server) isAdmin(c launch.Caller) bool {
 	if c.Key != "" {
 		return c.Admin
 	}
@@ -198,7 +190,7 @@ func (s *Server) handleSettingsPatch(w http.ResponseWriter, r *http.Request) {
 // atomically, audits the change and only then applies it. A refused patch
 // changes nothing; when the audit record cannot be written the old file is
 // put back and nothing is applied (no unaudited change).
-func (s *Server) changeSettings(caller Caller, body []byte) error {
+func (s *Server) changeSettings(caller launch.Caller, body []byte) error {
 	l := s.live
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -12,7 +12,9 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 )
 
 func settingsOf(t *testing.T, body []byte) map[string]api.Setting {
@@ -33,7 +35,7 @@ func settingsOf(t *testing.T, body []byte) map[string]api.Setting {
 // asUID serves one request through the handler as a peer with uid.
 func asUID(srv *Server, uid int, method, path, body string) *http.Response {
 	req, _ := http.NewRequest(method, "http://sandboxd"+path, strings.NewReader(body))
-	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, peer{caller: Caller{UID: uid, GID: uid, PID: 4242}}))
+	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, peer{caller: launch.Caller{UID: uid, GID: uid, PID: 4242}}))
 	rec := newRecorder()
 	srv.Handler().ServeHTTP(rec, req)
 	return rec.Result()
@@ -171,30 +173,30 @@ func TestSettingsAuditFailureChangesNothing(t *testing.T) {
 // the next create without a restart; existing sessions stay.
 func TestSettingsReachSessionStore(t *testing.T) {
 	cfg := testConfig()
-	st, err := OpenSessionStore(SessionConfig{StateDir: t.TempDir(), MaxSessions: cfg.MaxSessions, MaxPerCaller: cfg.SessionShare(),
+	st, err := session.Open(session.Config{StateDir: t.TempDir(), MaxSessions: cfg.MaxSessions, MaxPerCaller: cfg.SessionShare(),
 		TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
 	srv.SetSessions(st)
-	first, err := st.Create(Caller{UID: 1000}, nil, "")
+	first, err := st.Create(launch.Caller{UID: 1000}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"max_sessions": 1, "idle_ttl_seconds": 60}`); resp.StatusCode != 200 {
 		t.Fatalf("patch: %d", resp.StatusCode)
 	}
-	if _, err := st.Create(Caller{UID: 1001}, nil, ""); !errors.Is(err, ErrTooManySessions) {
+	if _, err := st.Create(launch.Caller{UID: 1001}, nil, ""); !errors.Is(err, session.ErrTooMany) {
 		t.Fatalf("a second session under max_sessions 1: %v", err)
 	}
-	if _, err := st.Get(first.ID, Caller{UID: 1000}); err != nil {
+	if _, err := st.Get(first.ID, launch.Caller{UID: 1000}); err != nil {
 		t.Fatalf("the existing session went away: %v", err)
 	}
 	if resp := asUID(srv, 0, http.MethodPatch, api.AdminSettingsPath, `{"max_sessions": null}`); resp.StatusCode != 200 {
 		t.Fatalf("reset: %d", resp.StatusCode)
 	}
-	s2, err := st.Create(Caller{UID: 1001}, nil, "")
+	s2, err := st.Create(launch.Caller{UID: 1001}, nil, "")
 	if err != nil || s2.TTLSeconds != 60 {
 		t.Fatalf("after reset: %v, ttl %v", err, s2)
 	}
@@ -205,14 +207,14 @@ func TestSettingsReachSessionStore(t *testing.T) {
 func TestSettingsArchiveBackendNone(t *testing.T) {
 	cfg := testConfig()
 	state := t.TempDir()
-	st, err := OpenSessionStore(SessionConfig{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60, ArchiveDir: filepath.Join(state, "archives"),
+	st, err := session.Open(session.Config{StateDir: state, MaxSessions: 4, TTLDefault: 60, TTLCap: 60, ArchiveDir: filepath.Join(state, "archives"),
 		ArchiveMaxBytes: 1 << 20, SelfUID: os.Getuid(), Log: discardLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
 	srv.SetSessions(st)
-	owner := Caller{UID: 1000}
+	owner := launch.Caller{UID: 1000}
 	cycle := func(want bool) {
 		t.Helper()
 		s, err := st.Create(owner, nil, "conv")

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // A process-mode exec without an entrypoint runs as a plain interpreter
@@ -22,7 +23,7 @@ const exceptionWindow = 64 << 10
 
 // deriveException sets res.Exception from res.Stderr for a process-mode
 // python or javascript exec that exited non-zero without one.
-func deriveException(runtime string, res *ExecResult) {
+func deriveException(runtime string, res *launch.ExecResult) {
 	if res == nil || res.Exception != nil || res.TimedOut || res.Signal != nil ||
 		res.ExitCode == nil || *res.ExitCode == 0 {
 		return

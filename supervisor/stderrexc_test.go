@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // Reports as /usr/bin/python3 (3.11, run through nsinit's bootstrap) and
@@ -169,7 +170,7 @@ func TestDeriveException(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code := 1
-			res := &ExecResult{ExitCode: &code, Stderr: tc.stderr}
+			res := &launch.ExecResult{ExitCode: &code, Stderr: tc.stderr}
 			deriveException(tc.runtime, res)
 			got := res.Exception
 			if tc.want == nil {
@@ -194,7 +195,7 @@ func TestDeriveExceptionConditions(t *testing.T) {
 	zero, one := 0, 1
 	sig := "SIGKILL"
 	kept := &api.Exception{Type: "FromRunner"}
-	for _, res := range []*ExecResult{
+	for _, res := range []*launch.ExecResult{
 		{ExitCode: &zero, Stderr: pyZeroDiv},
 		{Signal: &sig, Stderr: pyZeroDiv},
 		{ExitCode: &one, TimedOut: true, Stderr: pyZeroDiv},
@@ -214,13 +215,13 @@ func TestDeriveExceptionConditions(t *testing.T) {
 func TestDeriveExceptionWindow(t *testing.T) {
 	code := 1
 	long := strings.Repeat("é", exceptionWindow) + "\n" + pyZeroDiv
-	res := &ExecResult{ExitCode: &code, Stderr: long}
+	res := &launch.ExecResult{ExitCode: &code, Stderr: long}
 	deriveException("python", res)
 	if res.Exception == nil || res.Exception.Type != "ZeroDivisionError" {
 		t.Fatalf("after a long stderr: %+v", res.Exception)
 	}
 	header := pyHeader + "\n  File \"x\", line 1\n"
-	res = &ExecResult{ExitCode: &code, Stderr: header + strings.Repeat("x", exceptionWindow) + "\nValueError: far\n"}
+	res = &launch.ExecResult{ExitCode: &code, Stderr: header + strings.Repeat("x", exceptionWindow) + "\nValueError: far\n"}
 	deriveException("python", res)
 	if res.Exception != nil {
 		t.Fatalf("a header beyond the window was read: %+v", res.Exception)
@@ -234,7 +235,7 @@ func FuzzDeriveException(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, runtime, stderr string) {
 		code := 1
-		res := &ExecResult{ExitCode: &code, Stderr: stderr}
+		res := &launch.ExecResult{ExitCode: &code, Stderr: stderr}
 		deriveException(runtime, res)
 		if e := res.Exception; e != nil {
 			tail := stderr[max(0, len(stderr)-exceptionWindow):]
@@ -251,13 +252,13 @@ func FuzzDeriveException(f *testing.F) {
 // A plain process exec's result carries the exception its stderr reports,
 // through the API, buffered and streamed alike.
 func TestProcessExecResultHasException(t *testing.T) {
-	fl := &fakeLauncher{fn: func(_ context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(_ context.Context, req launch.Request) (*launch.ExecResult, error) {
 		code := 1
-		return &ExecResult{ExitCode: &code, Stdout: "before\n", Stderr: pyCause}, nil
+		return &launch.ExecResult{ExitCode: &code, Stdout: "before\n", Stderr: pyCause}, nil
 	}}
 	ts := startServer(t, testConfig(), fl, readyChecks())
 	r := ts.do("POST", "/v1/exec", `{"language":"python","code":"raise ValueError"}`)
-	var res ExecResult
+	var res launch.ExecResult
 	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 {
 		t.Fatalf("%d %s: %v", r.status, r.body, err)
 	}

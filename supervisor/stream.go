@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // streamWriteTimeout bounds one event's write: a client that stops reading
@@ -21,7 +22,7 @@ type event struct {
 	Type    string
 	Data    string
 	Display *api.Display
-	Result  *ExecResult
+	Result  *launch.ExecResult
 	Error   *APIError
 }
 

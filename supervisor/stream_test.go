@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // TestStreamedProcessExec: Accept: application/x-ndjson streams the
 // process's output as it is read (Request.Output), capped at the output
 // limit, then the whole result as the last line.
 func TestStreamedProcessExec(t *testing.T) {
-	fl := &fakeLauncher{fn: func(_ context.Context, req LaunchRequest) (*ExecResult, error) {
+	fl := &fakeLauncher{fn: func(_ context.Context, req launch.Request) (*launch.ExecResult, error) {
 		req.Output("stdout", []byte("hello "))
 		req.Output("stderr", []byte("warn"))
 		req.Output("stdout", []byte(strings.Repeat("x", int(req.Limits.OutputLimitBytes))))
@@ -45,7 +46,7 @@ func TestStreamedProcessExec(t *testing.T) {
 	}
 	var res struct {
 		Type string `json:"type"`
-		ExecResult
+		launch.ExecResult
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.ID == "" || res.Displays == nil {
 		t.Fatalf("result line %s: %v", lines[len(lines)-1], err)
@@ -65,5 +66,22 @@ func TestKernelModeRules(t *testing.T) {
 	}
 	if r := ts.do("POST", "/v1/exec", `{"language":"python","code":"1","inputs":{"a":1}}`); r.status != 400 {
 		t.Fatalf("inputs without entrypoint: %d %s", r.status, r.body)
+	}
+}
+
+func TestEventLines(t *testing.T) {
+	for _, tc := range []struct {
+		e    event
+		want string
+	}{
+		{event{Type: "stdout", Data: "a\n"}, `{"type":"stdout","data":"a\n"}`},
+		{event{Type: "stderr", Data: ""}, `{"type":"stderr","data":""}`},
+		{event{Type: "result", Result: &launch.ExecResult{ID: "x"}}, `{"type":"result","id":"x",`},
+		{event{Type: "error", Error: apiErr("internal", "boom")}, `{"type":"error","error":{"code":"internal","message":"boom"}}`},
+	} {
+		got := string(tc.e.line())
+		if !strings.HasPrefix(got, tc.want) || !strings.HasSuffix(got, "}\n") || strings.Count(got, "\n") != 1 {
+			t.Errorf("line %q, want prefix %q", got, tc.want)
+		}
 	}
 }

@@ -16,17 +16,18 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
 
 // fakeLauncher records its requests and answers with fn.
 type fakeLauncher struct {
 	mu   sync.Mutex
-	reqs []LaunchRequest
-	fn   func(ctx context.Context, req LaunchRequest) (*ExecResult, error)
+	reqs []launch.Request
+	fn   func(ctx context.Context, req launch.Request) (*launch.ExecResult, error)
 }
 
-func (f *fakeLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecResult, error) {
+func (f *fakeLauncher) Launch(ctx context.Context, req launch.Request) (*launch.ExecResult, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	fn := f.fn
@@ -37,31 +38,31 @@ func (f *fakeLauncher) Launch(ctx context.Context, req LaunchRequest) (*ExecResu
 	return fn(ctx, req)
 }
 
-func (f *fakeLauncher) calls() []LaunchRequest {
+func (f *fakeLauncher) calls() []launch.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]LaunchRequest(nil), f.reqs...)
+	return append([]launch.Request(nil), f.reqs...)
 }
 
-func okResult(req LaunchRequest) *ExecResult {
+func okResult(req launch.Request) *launch.ExecResult {
 	zero := 0
-	return &ExecResult{
+	return &launch.ExecResult{
 		ID:         req.ExecID,
 		ExitCode:   &zero,
 		Stdout:     "1\n",
 		DurationMS: 41,
-		Usage:      Usage{CPUMS: 30, MaxRSSKB: 9000},
-		Artifacts:  []Artifact{},
-		Policy:     PolicyAttestation{Limits: req.Limits, ProfileSHA256: "abc", HelperVersion: "test"},
+		Usage:      launch.Usage{CPUMS: 30, MaxRSSKB: 9000},
+		Artifacts:  []launch.Artifact{},
+		Policy:     launch.PolicyAttestation{Limits: req.Limits, ProfileSHA256: "abc", HelperVersion: "test"},
 	}
 }
 
-type fakeProber struct{ checks HealthChecks }
+type fakeProber struct{ checks launch.HealthChecks }
 
-func (p fakeProber) Probe(context.Context, Caller) HealthChecks { return p.checks }
+func (p fakeProber) Probe(context.Context, launch.Caller) launch.HealthChecks { return p.checks }
 
-func readyChecks() HealthChecks {
-	return HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v1", Disk: "ok"}
+func readyChecks() launch.HealthChecks {
+	return launch.HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v1", Disk: "ok"}
 }
 
 // failingSink fails every write, like a full disk.
@@ -91,13 +92,13 @@ type serverOpt func(*Server)
 
 // startServer serves a Server with a fake launcher and prober on a real Unix
 // socket in a temporary directory, so peer credentials are real.
-func startServer(t *testing.T, cfg policy.Config, fl *fakeLauncher, checks HealthChecks, opts ...serverOpt) *testServer {
+func startServer(t *testing.T, cfg policy.Config, fl *fakeLauncher, checks launch.HealthChecks, opts ...serverOpt) *testServer {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	return startServerAt(t, sock, "", cfg, fl, checks, opts...)
 }
 
-func startServerAt(t *testing.T, sock, group string, cfg policy.Config, fl *fakeLauncher, checks HealthChecks, opts ...serverOpt) *testServer {
+func startServerAt(t *testing.T, sock, group string, cfg policy.Config, fl *fakeLauncher, checks launch.HealthChecks, opts ...serverOpt) *testServer {
 	t.Helper()
 	if fl == nil {
 		fl = &fakeLauncher{}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/testutil"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 func mustSymlink(t fataler, target, link string) {
@@ -115,7 +116,7 @@ func TestRemoveWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	lockedTree(t, ws, outside)
-	if err := RemoveWorkspace(ws); err != nil {
+	if err := launch.RemoveWorkspace(ws); err != nil {
 		t.Fatalf("RemoveWorkspace: %v", err)
 	}
 	if _, err := os.Lstat(ws); !os.IsNotExist(err) {
@@ -125,14 +126,14 @@ func TestRemoveWorkspace(t *testing.T) {
 }
 
 func TestRemoveWorkspaceMissingAndEmpty(t *testing.T) {
-	if err := RemoveWorkspace(filepath.Join(t.TempDir(), "never-created")); err != nil {
+	if err := launch.RemoveWorkspace(filepath.Join(t.TempDir(), "never-created")); err != nil {
 		t.Fatalf("missing workspace: %v", err)
 	}
 	ws := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(ws, 0o000); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveWorkspace(ws); err != nil {
+	if err := launch.RemoveWorkspace(ws); err != nil {
 		t.Fatalf("empty 0000 workspace: %v", err)
 	}
 }
@@ -143,7 +144,7 @@ func TestRemoveWorkspaceThatIsASymlink(t *testing.T) {
 	outside := outsideDir(t, parent)
 	ws := filepath.Join(parent, "ws")
 	mustSymlink(t, outside, ws)
-	if err := RemoveWorkspace(ws); err != nil {
+	if err := launch.RemoveWorkspace(ws); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(ws); !os.IsNotExist(err) {
@@ -190,7 +191,7 @@ func removeWorkspaceChild(parent string) {
 	if err := os.RemoveAll(ws); err == nil {
 		t.Fatal("os.RemoveAll removed the locked tree; the test proves nothing")
 	}
-	if err := RemoveWorkspace(ws); err != nil {
+	if err := launch.RemoveWorkspace(ws); err != nil {
 		t.Fatalf("RemoveWorkspace: %v", err)
 	}
 	if _, err := os.Lstat(ws); !os.IsNotExist(err) {
@@ -211,7 +212,7 @@ func TestRemoveWorkspaceUnprivileged(t *testing.T) {
 				t.Fatal(err)
 			}
 			lockedTree(t, ws, outside)
-			if err := RemoveWorkspace(ws); err != nil {
+			if err := launch.RemoveWorkspace(ws); err != nil {
 				t.Fatalf("RemoveWorkspace: %v", err)
 			}
 			checkOutsideIntact(t, outside)

@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/supervisor"
+	"github.com/sandboxd/sandboxd/launch"
 )
 
 // TestRunStreams: --stream (the default on a terminal) writes output as
 // the events arrive, once, and still maps the result to the exit status.
 func TestRunStreams(t *testing.T) {
-	l := &launcher{fn: func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+	l := &launcher{fn: func(req launch.Request) (*api.ExecResult, error) {
 		if req.Output == nil {
 			t.Error("the exec was not streamed")
 		} else {
@@ -43,7 +43,7 @@ func TestRunStreams(t *testing.T) {
 // directory, what was not shown is noted.
 func TestRunDisplays(t *testing.T) {
 	png := []byte("\x89PNG\r\n\x1a\nfake")
-	l := &launcher{fn: func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+	l := &launcher{fn: func(req launch.Request) (*api.ExecResult, error) {
 		zero := 0
 		return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Stdout: "out\n", ReturnValue: json.RawMessage(`{"ok":true}`), Displays: []api.Display{
 			{MIME: "image/png", DataBase64: base64.StdEncoding.EncodeToString(png)},

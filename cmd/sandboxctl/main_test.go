@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/supervisor"
 )
@@ -25,11 +26,11 @@ import (
 // launcher answers with fn and remembers the last request.
 type launcher struct {
 	mu   sync.Mutex
-	last supervisor.LaunchRequest
-	fn   func(req supervisor.LaunchRequest) (*api.ExecResult, error)
+	last launch.Request
+	fn   func(req launch.Request) (*api.ExecResult, error)
 }
 
-func (l *launcher) Launch(_ context.Context, req supervisor.LaunchRequest) (*api.ExecResult, error) {
+func (l *launcher) Launch(_ context.Context, req launch.Request) (*api.ExecResult, error) {
 	l.mu.Lock()
 	l.last = req
 	fn := l.fn
@@ -37,7 +38,7 @@ func (l *launcher) Launch(_ context.Context, req supervisor.LaunchRequest) (*api
 	return fn(req)
 }
 
-func (l *launcher) request() supervisor.LaunchRequest {
+func (l *launcher) request() launch.Request {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last
@@ -45,14 +46,14 @@ func (l *launcher) request() supervisor.LaunchRequest {
 
 type prober struct{ checks api.HealthChecks }
 
-func (p prober) Probe(context.Context, supervisor.Caller) api.HealthChecks { return p.checks }
+func (p prober) Probe(context.Context, launch.Caller) api.HealthChecks { return p.checks }
 
 func ready() api.HealthChecks {
 	return api.HealthChecks{Bwrap: "ok", Userns: "ok", Seccomp: "ok", Helper: "ok", Cgroups: "v2", Disk: "ok"}
 }
 
-func exited(code int, stdout, stderr string) func(supervisor.LaunchRequest) (*api.ExecResult, error) {
-	return func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+func exited(code int, stdout, stderr string) func(launch.Request) (*api.ExecResult, error) {
+	return func(req launch.Request) (*api.ExecResult, error) {
 		return &api.ExecResult{ID: req.ExecID, ExitCode: &code, Stdout: stdout, Stderr: stderr, DurationMS: 12}, nil
 	}
 }
@@ -105,7 +106,7 @@ func TestRunOutputsAndExitCodes(t *testing.T) {
 	sigKill, sigSegv := "SIGKILL", "SIGSEGV"
 	tests := []struct {
 		name       string
-		fn         func(supervisor.LaunchRequest) (*api.ExecResult, error)
+		fn         func(launch.Request) (*api.ExecResult, error)
 		wantCode   int
 		wantStdout string
 		wantStderr []string
@@ -113,20 +114,20 @@ func TestRunOutputsAndExitCodes(t *testing.T) {
 		{"success", exited(0, "1\n", ""), 0, "1\n", nil},
 		{"payload failure", exited(3, "partial", "Traceback\n"), 3, "partial", []string{"Traceback\n"}},
 		{"exit 255", exited(255, "", ""), 255, "", nil},
-		{"killed", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+		{"killed", func(req launch.Request) (*api.ExecResult, error) {
 			return &api.ExecResult{ID: req.ExecID, Signal: &sigSegv}, nil
 		}, 128 + 11, "", []string{"sandboxctl: killed by SIGSEGV"}},
-		{"oom", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+		{"oom", func(req launch.Request) (*api.ExecResult, error) {
 			return &api.ExecResult{ID: req.ExecID, Signal: &sigKill, OOMKilled: true}, nil
 		}, 137, "", []string{"out of memory"}},
-		{"timed out", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+		{"timed out", func(req launch.Request) (*api.ExecResult, error) {
 			return &api.ExecResult{ID: req.ExecID, Signal: &sigKill, TimedOut: true, DurationMS: 1000, Stdout: "tick\n"}, nil
 		}, 124, "tick\n", []string{"sandboxctl: timed out after 1000 ms"}},
-		{"truncated", func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+		{"truncated", func(req launch.Request) (*api.ExecResult, error) {
 			zero := 0
 			return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Stdout: "xxx", StdoutTruncated: true}, nil
 		}, 0, "xxx", []string{"stdout was cut"}},
-		{"unavailable", func(supervisor.LaunchRequest) (*api.ExecResult, error) {
+		{"unavailable", func(launch.Request) (*api.ExecResult, error) {
 			return nil, errdefs.New(errdefs.ErrUnavailable, "bwrap is missing", "apt-get install bubblewrap", nil)
 		}, 2, "", []string{"sandboxctl: unavailable: bwrap is missing; fix: apt-get install bubblewrap\n"}},
 	}
@@ -352,7 +353,7 @@ func TestArtifactsDir(t *testing.T) {
 		return api.Artifact{Path: p, Size: int64(len(content)), SHA256: sha, ContentBase64: base64.StdEncoding.EncodeToString(content)}
 	}
 	good := hex.EncodeToString(sum[:])
-	l := &launcher{fn: func(req supervisor.LaunchRequest) (*api.ExecResult, error) {
+	l := &launcher{fn: func(req launch.Request) (*api.ExecResult, error) {
 		zero := 0
 		return &api.ExecResult{ID: req.ExecID, ExitCode: &zero, Artifacts: []api.Artifact{
 			art("out/a.png", good),

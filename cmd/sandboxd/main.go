@@ -28,6 +28,7 @@ import (
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/session"
 	"github.com/sandboxd/sandboxd/supervisor"
 	"github.com/sandboxd/sandboxd/workspace"
 )
@@ -82,7 +83,7 @@ type daemon struct {
 	closers    []func()
 
 	aw       *audit.FileWriter
-	sessions *supervisor.SessionStore
+	sessions *session.Store
 	cg       *cgroup.Manager
 	launcher *launch.HelperLauncher
 	srv      *supervisor.Server
@@ -145,7 +146,7 @@ func (d *daemon) recover() error {
 	if err != nil {
 		return err
 	}
-	d.sessions, err = supervisor.OpenSessionStore(supervisor.SessionConfig{
+	d.sessions, err = session.Open(session.Config{
 		StateDir: cfg.StateDir, MaxSessions: cfg.MaxSessions, TTLDefault: cfg.IdleTTLSeconds, TTLCap: cfg.IdleTTLCapSeconds,
 		QuotaBytes: cfg.WorkspaceQuotaBytes, Archives: archives, ArchiveMaxBytes: cfg.ArchiveMaxBytes,
 		SelfUID: os.Getuid(), Sink: d.aw, Log: d.log,
@@ -391,7 +392,7 @@ func checkHelperConfig(cfg policy.Config, workspaces string) error {
 
 // removeStaleWorkspaces clears one-shot workspaces a killed supervisor left
 // (everything in the workspace root that is not a live session's).
-func removeStaleWorkspaces(dir string, sessions *supervisor.SessionStore, log *slog.Logger) int {
+func removeStaleWorkspaces(dir string, sessions *session.Store, log *slog.Logger) int {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
@@ -401,7 +402,7 @@ func removeStaleWorkspaces(dir string, sessions *supervisor.SessionStore, log *s
 		if sessions.Owns(e.Name()) {
 			continue
 		}
-		if err := supervisor.RemoveWorkspace(filepath.Join(dir, e.Name())); err != nil {
+		if err := launch.RemoveWorkspace(filepath.Join(dir, e.Name())); err != nil {
 			log.Error("remove stale workspace", "dir", e.Name(), "err", err)
 			continue
 		}

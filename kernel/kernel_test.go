@@ -1,4 +1,4 @@
-package supervisor
+package kernel
 
 import (
 	"errors"
@@ -11,57 +11,68 @@ import (
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
-// The kernel channel's sequence (I12): what the decoder does not check,
-// kernel.read and execSink do. These drive them with crafted channels.
+// The kernel channel's sequence (I12) as the host drives it: protocol.Conn
+// applies the rules, the driver (Kernel.read) applies them to a live
+// channel, where a kernel may also write between execs. These drive it
+// with crafted channels, written in the order a kernel would send them.
 
 const readyLine = `{"type":"ready","language":"python","version":"3.11.2"}` + "\n"
 
-func readChannel(t *testing.T, k *kernel, channel string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { k.read(strings.NewReader(channel)); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("read did not return")
-	}
-}
-
 func TestKernelChannelSequence(t *testing.T) {
 	limits := workspace.ArtifactLimits{MaxFileBytes: 100, MaxFiles: 2, MaxTotalBytes: 150}
+	const result1 = `{"type":"result","id":"e1","exit_code":0,"execution_count":1}` + "\n"
 	for _, tc := range []struct {
 		name      string
-		channel   string
-		sink      bool   // an exec "e1" is running
+		first     string // written before any exec
+		exec      bool   // then an exec "e1" runs
+		rest      string // written next (during e1, if it runs)
+		after     string // written once e1's result is in
 		wantReady bool   // the ready frame was accepted
 		wantErr   string // the error the exec (or the kernel) sees; "" = EOF
 	}{
-		{"ready then EOF", readyLine, false, true, ""},
-		{"no ready", `{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", true, false, "not ready"},
-		{"garbage first", "hello\n", true, false, "kernel protocol violation"},
-		{"frame between execs", readyLine + `{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", false, true, "while no exec was running"},
-		{"other exec's stream", readyLine + `{"type":"stream","id":"e2","name":"stdout","data":"x"}` + "\n", true, true, `of exec "e2"`},
-		{"other exec's result", readyLine + `{"type":"result","id":"e2","exit_code":0,"execution_count":1}` + "\n", true, true, `result of exec "e2"`},
-		{"second ready", readyLine + readyLine, true, true, "during an exec"},
-		{"frame after result", readyLine + `{"type":"result","id":"e1","exit_code":0,"execution_count":1}` + "\n" +
-			`{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", true, true, "after the exec's result"},
-		{"garbage mid-exec", readyLine + "{\"type\":\"stream\"\n", true, true, "kernel protocol violation"},
+		{"ready then EOF", readyLine, false, "", "", true, ""},
+		{"no ready", `{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", false, "", "", false, "not ready"},
+		{"garbage first", "hello\n", false, "", "", false, "kernel protocol violation"},
+		{"frame between execs", readyLine, false, `{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", "", true, "while no exec was running"},
+		{"other exec's stream", readyLine, true, `{"type":"stream","id":"e2","name":"stdout","data":"x"}` + "\n", "", true, `exec "e2"`},
+		{"other exec's result", readyLine, true, `{"type":"result","id":"e2","exit_code":0,"execution_count":1}` + "\n", "", true, `exec "e2"`},
+		{"second ready", readyLine, true, readyLine, "", true, "inside exec"},
+		{"frame after result", readyLine, true, result1, `{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", true, "while no exec was running"},
+		{"garbage mid-exec", readyLine, true, "{\"type\":\"stream\"\n", "", true, "kernel protocol violation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k := newKernel("python")
-			var sink *execSink
-			if tc.sink {
-				sink = newSink("e1", 1<<10, limits, nil)
-				k.sink = sink
+			pr, pw := io.Pipe()
+			k := newKernel("python", "")
+			go k.read(pr)
+			write := func(s string) {
+				if s != "" {
+					_, _ = pw.Write([]byte(s))
+				}
 			}
-			readChannel(t, k, tc.channel)
+			write(tc.first)
 			if err := <-k.ready; (err == nil) != tc.wantReady {
 				t.Fatalf("ready: %v", err)
 			}
+			var s *sink
+			if tc.exec {
+				s = newSink("e1", 1<<10, limits, nil)
+				k.begin <- s
+			}
+			write(tc.rest)
+			if tc.after != "" {
+				<-s.result
+				write(tc.after)
+			}
+			pw.Close()
+			select {
+			case <-k.driven:
+			case <-time.After(5 * time.Second):
+				t.Fatal("read did not return")
+			}
 			err := k.broken
-			if sink != nil {
+			if s != nil {
 				select {
-				case err = <-sink.failed:
+				case err = <-s.failed:
 				default:
 				}
 			}
@@ -84,9 +95,9 @@ func TestKernelChannelSequence(t *testing.T) {
 // streams only what falls within it; displays beyond the artifact limits
 // are dropped and flagged.
 func TestExecSinkCaps(t *testing.T) {
-	var events []event
+	var events []Output
 	s := newSink("e1", 100, workspace.ArtifactLimits{MaxFileBytes: 8, MaxFiles: 2, MaxTotalBytes: 12},
-		func(e event) bool { events = append(events, e); return true })
+		func(e Output) bool { events = append(events, e); return true })
 	for _, f := range []protocol.Frame{
 		&protocol.Stream{ID: "e1", Name: "stdout", Data: strings.Repeat("a", 80)},
 		&protocol.Stream{ID: "e1", Name: "stdout", Data: strings.Repeat("b", 80)},
@@ -97,9 +108,7 @@ func TestExecSinkCaps(t *testing.T) {
 		&protocol.Display{ID: "e1", MIME: "text/plain", Data: []byte(`"1"`)},         // kept (2nd)
 		&protocol.Display{ID: "e1", MIME: "text/plain", Data: []byte(`"2"`)},         // a 3rd: dropped
 	} {
-		if err := s.frame(f); err != nil {
-			t.Fatal(err)
-		}
+		s.record(f)
 	}
 	if !s.stdout.Truncated() || len(s.stdout.String()) != 100 || !strings.HasSuffix(s.stdout.String(), "btail") || !strings.HasPrefix(s.stdout.String(), "aaa") {
 		t.Fatalf("stdout %q truncated %v", s.stdout.String(), s.stdout.Truncated())
@@ -118,19 +127,17 @@ func TestExecSinkCaps(t *testing.T) {
 	}
 }
 
-func TestEventLines(t *testing.T) {
-	for _, tc := range []struct {
-		e    event
-		want string
-	}{
-		{event{Type: "stdout", Data: "a\n"}, `{"type":"stdout","data":"a\n"}`},
-		{event{Type: "stderr", Data: ""}, `{"type":"stderr","data":""}`},
-		{event{Type: "result", Result: &ExecResult{ID: "x"}}, `{"type":"result","id":"x",`},
-		{event{Type: "error", Error: apiErr("internal", "boom")}, `{"type":"error","error":{"code":"internal","message":"boom"}}`},
-	} {
-		got := string(tc.e.line())
-		if !strings.HasPrefix(got, tc.want) || !strings.HasSuffix(got, "}\n") || strings.Count(got, "\n") != 1 {
-			t.Errorf("line %q, want prefix %q", got, tc.want)
-		}
+// TestExecRequestCarriesEnv: the exec's own env reaches the kernel on its
+// execute request, for the runner to set for that exec alone.
+func TestExecRequestCarriesEnv(t *testing.T) {
+	x := Exec{Entrypoint: "main", Inputs: []byte(`{"a":1}`)}
+	x.Launch.ExecID, x.Launch.Code, x.Launch.Stdin = "e1", "print(1)", []byte("in")
+	x.Launch.Env = map[string]string{"GREETING": "hi"}
+	r := x.request()
+	if r.ID != "e1" || r.Code != "print(1)" || r.Stdin != "in" || r.Entrypoint != "main" || string(r.Inputs) != `{"a":1}` {
+		t.Fatalf("request %+v", r)
+	}
+	if len(r.Env) != 1 || r.Env["GREETING"] != "hi" {
+		t.Fatalf("env %v, want the exec's", r.Env)
 	}
 }

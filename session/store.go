@@ -1,7 +1,8 @@
-package supervisor
+package session
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
+	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -53,8 +55,8 @@ type Session struct {
 	// Environment is the session's default environment (set at create).
 	Environment string `json:"environment,omitempty"`
 
-	// Guarded by SessionStore.mu.
-	kernels  map[string]*kernel // running kernels by language
+	// Guarded by Store.mu.
+	kernels  map[string]Kernel // running kernels by language
 	deleting bool
 	busy     int // execs and file operations in progress
 	// execSlot serialises execs: one token, taken for the whole exec.
@@ -69,7 +71,7 @@ func (s *Session) owner() string {
 	if s.Owner != "" {
 		return s.Owner
 	}
-	return Caller{UID: s.OwnerUID}.ID()
+	return launch.Caller{UID: s.OwnerUID}.ID()
 }
 
 // WorkspaceName is the session's directory name below the workspace root
@@ -81,19 +83,19 @@ func (s *Session) ExpiresAt() time.Time {
 	return s.LastUsedAt.Add(time.Duration(s.TTLSeconds) * time.Second)
 }
 
-// SessionView is the API's session object (package api owns it).
-type SessionView = api.Session
+// View is the API's session object (package api owns it).
+type View = api.Session
 
 // Errors of the session store; their errdefs class decides the API answer
 // (supervisor/errors.go).
 var (
-	ErrSessionNotFound error = errdefs.New(errdefs.ErrNotFound, "no such session", "", nil)
-	ErrSessionDeleting error = errdefs.New(errdefs.ErrConflict, "the session is being deleted", "", nil)
-	ErrTooManySessions error = errdefs.New(errdefs.ErrResourceExhausted, "the maximum number of sessions is reached; delete one or retry later", "", nil)
+	ErrNotFound error = errdefs.New(errdefs.ErrNotFound, "no such session", "", nil)
+	ErrDeleting error = errdefs.New(errdefs.ErrConflict, "the session is being deleted", "", nil)
+	ErrTooMany  error = errdefs.New(errdefs.ErrResourceExhausted, "the maximum number of sessions is reached; delete one or retry later", "", nil)
 )
 
-// SessionConfig configures a SessionStore.
-type SessionConfig struct {
+// Config configures a Store.
+type Config struct {
 	StateDir     string // sessions live in StateDir/sessions, workspaces in StateDir/workspaces
 	MaxSessions  int
 	MaxPerCaller int   // sessions one uid may hold (I11); 0: no per-caller bound
@@ -117,17 +119,19 @@ type SessionConfig struct {
 	ArchiveCallerMaxBytes int64
 }
 
-// SessionStore owns the sessions: their metadata (persisted in the state
+// Store owns the sessions: their metadata (persisted in the state
 // directory, so a restarted supervisor recovers them), their workspaces and
 // their lifecycle. It never runs anything itself.
-type SessionStore struct {
-	cfg      SessionConfig
-	mu       sync.Mutex
-	sessions map[string]*Session
-	metaDir  string
-	wsRoot   string
+type Store struct {
+	cfg Config
+	mu  sync.Mutex
+	// persistMu serialises metadata writes (persist); never taken under mu.
+	persistMu sync.Mutex
+	sessions  map[string]*Session
+	metaDir   string
+	wsRoot    string
 	// archives is the archive store in force (nil: archives off). An
-	// admin switches it live (settings.go, archives.go); each create and
+	// admin switches it live (supervisor/settings.go, archives.go); each create and
 	// delete reads it once, so one operation sees one store.
 	archives atomic.Pointer[archive.Observed]
 	// shareRefused counts creates refused because the caller held its
@@ -135,17 +139,17 @@ type SessionStore struct {
 	shareRefused atomic.Uint64
 }
 
-// OpenSessionStore loads every session persisted in the state directory.
+// Open loads every session persisted in the state directory.
 // Metadata whose workspace is gone is dropped; a half-written metadata file
 // (*.tmp) is never taken for a whole one.
-func OpenSessionStore(cfg SessionConfig) (*SessionStore, error) {
+func Open(cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	st := &SessionStore{cfg: cfg, sessions: map[string]*Session{},
+	st := &Store{cfg: cfg, sessions: map[string]*Session{},
 		metaDir: filepath.Join(cfg.StateDir, "sessions"), wsRoot: filepath.Join(cfg.StateDir, "workspaces")}
 	st.archives.Store(cfg.Archives)
 	if cfg.Archives == nil && cfg.ArchiveDir != "" {
@@ -193,7 +197,7 @@ func OpenSessionStore(cfg SessionConfig) (*SessionStore, error) {
 	return st, nil
 }
 
-func (st *SessionStore) loadMeta(path string) (*Session, error) {
+func (st *Store) loadMeta(path string) (*Session, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -218,13 +222,13 @@ func isHexID(s string) bool {
 }
 
 // WorkspaceDir is the host directory of a session's workspace.
-func (st *SessionStore) WorkspaceDir(s *Session) string {
+func (st *Store) WorkspaceDir(s *Session) string {
 	return filepath.Join(st.wsRoot, s.WorkspaceName())
 }
 
 // Owns reports whether name (a directory in the workspace root) belongs to
 // a live session; the one-shot clean-up at start-up keeps those.
-func (st *SessionStore) Owns(name string) bool {
+func (st *Store) Owns(name string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	id, ok := strings.CutPrefix(name, "s-")
@@ -237,7 +241,12 @@ func (st *SessionStore) Owns(name string) bool {
 
 // persist writes a session's metadata atomically and durably (package
 // atomicfile: temp file, fsync, rename, fsync of the directory).
-func (st *SessionStore) persist(s *Session) error {
+func (st *Store) persist(s *Session) error {
+	// One write at a time: every write of a session's metadata goes
+	// through the same temporary file, and the state marshalled last must
+	// be the one written last.
+	st.persistMu.Lock()
+	defer st.persistMu.Unlock()
 	st.mu.Lock()
 	b, err := json.MarshalIndent(s, "", "  ")
 	st.mu.Unlock()
@@ -250,7 +259,7 @@ func (st *SessionStore) persist(s *Session) error {
 	return nil
 }
 
-func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, errMsg string, facts map[string]any) {
+func (st *Store) audit(step string, s *Session, caller launch.Caller, ok bool, errMsg string, facts map[string]any) {
 	if st.cfg.Sink == nil {
 		return
 	}
@@ -266,8 +275,8 @@ func (st *SessionStore) audit(step string, s *Session, caller Caller, ok bool, e
 
 // ClampTTL applies the default and the operator's cap (clamped, as the API
 // says, not refused).
-func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
-	st.mu.Lock() // an admin may change the default live (settings.go)
+func (st *Store) ClampTTL(req *int64) (int64, error) {
+	st.mu.Lock() // an admin may change the default live (SetLimits)
 	ttl := st.cfg.TTLDefault
 	st.mu.Unlock()
 	if req != nil {
@@ -281,21 +290,25 @@ func (st *SessionStore) ClampTTL(req *int64) (int64, error) {
 
 // Archives is the archive store (nil: archives are off), for the health
 // check and the metrics.
-func (st *SessionStore) Archives() *archive.Observed { return st.archives.Load() }
+func (st *Store) Archives() *archive.Observed { return st.archives.Load() }
 
-// setArchives makes a the store of the next creates and deletes (nil:
+// SetArchives makes a the store of the next creates and deletes (nil:
 // archives off); an archive or restore under way finishes on its store.
-func (st *SessionStore) setArchives(a *archive.Observed) { st.archives.Store(a) }
+func (st *Store) SetArchives(a *archive.Observed) { st.archives.Store(a) }
+
+// ShareRefused counts the creates refused because the caller held its
+// share of the sessions.
+func (st *Store) ShareRefused() uint64 { return st.shareRefused.Load() }
 
 // Create makes a session (and its workspace), restoring the key's archive
 // when there is one. A restore failure never fails the request.
-func (st *SessionStore) Create(caller Caller, ttlReq *int64, key string) (*Session, error) {
+func (st *Store) Create(caller launch.Caller, ttlReq *int64, key string) (*Session, error) {
 	return st.CreateNetwork(caller, ttlReq, key, "")
 }
 
 // CreateNetwork is Create with the session's network mode, already decided
 // by policy ("" or "none": none).
-func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network string) (*Session, error) {
+func (st *Store) CreateNetwork(caller launch.Caller, ttlReq *int64, key, network string) (*Session, error) {
 	ttl, err := st.ClampTTL(ttlReq)
 	if err != nil {
 		return nil, err
@@ -304,21 +317,21 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		network = ""
 	}
 	now := st.cfg.Now().UTC()
-	s := &Session{ID: newExecID(), Key: key, OwnerUID: caller.UID, Owner: caller.ID(), CreatedAt: now, LastUsedAt: now,
+	s := &Session{ID: newID(), Key: key, OwnerUID: caller.UID, Owner: caller.ID(), CreatedAt: now, LastUsedAt: now,
 		TTLSeconds: ttl, Network: network, execSlot: make(chan struct{}, 1)}
 	st.mu.Lock()
 	if len(st.sessions) >= st.cfg.MaxSessions {
 		st.mu.Unlock()
-		return nil, ErrTooManySessions
+		return nil, ErrTooMany
 	}
 	if n := st.ownedLocked(caller.ID()); st.cfg.MaxPerCaller > 0 && n >= st.cfg.MaxPerCaller {
 		st.mu.Unlock()
 		st.shareRefused.Add(1)
 		// Class ResourceExhausted, as the global cap: 429 with
-		// Retry-After; errors.Is(err, ErrTooManySessions) holds too.
+		// Retry-After; errors.Is(err, ErrTooMany) holds too.
 		return nil, errdefs.New(errdefs.ErrResourceExhausted,
 			fmt.Sprintf("%s holds %d sessions, its share (--max-sessions-per-caller); delete one or retry later", caller.ID(), n),
-			"", ErrTooManySessions)
+			"", ErrTooMany)
 	}
 	st.sessions[s.ID] = s // reserve the slot
 	st.mu.Unlock()
@@ -326,7 +339,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 		st.mu.Lock()
 		delete(st.sessions, s.ID)
 		st.mu.Unlock()
-		_ = RemoveWorkspace(st.WorkspaceDir(s))
+		_ = launch.RemoveWorkspace(st.WorkspaceDir(s))
 		return nil, err
 	}
 	if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
@@ -352,7 +365,7 @@ func (st *SessionStore) CreateNetwork(caller Caller, ttlReq *int64, key, network
 // The archive is verified (size and sha256) before a byte is written, and a
 // failed restore leaves the workspace empty: a restore failure never fails
 // the request, only a workspace that cannot be made again does.
-func (st *SessionStore) restore(a *archive.Observed, s *Session, caller Caller) error {
+func (st *Store) restore(a *archive.Observed, s *Session, caller launch.Caller) error {
 	// Archives are keyed by the caller's identity (uid:<n> or key:<name>,
 	// package archive), the same identity that owns the session: one
 	// caller can never restore another's archive, whatever key it names.
@@ -374,7 +387,7 @@ func (st *SessionStore) restore(a *archive.Observed, s *Session, caller Caller) 
 	case err != nil:
 		st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "backend", a.Backend(), "err", err)
 		st.audit("session.restore", s, caller, false, err.Error(), facts)
-		_ = RemoveWorkspace(st.WorkspaceDir(s))
+		_ = launch.RemoveWorkspace(st.WorkspaceDir(s))
 		if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
 			return fmt.Errorf("create workspace: %w", err)
 		}
@@ -387,13 +400,13 @@ func (st *SessionStore) restore(a *archive.Observed, s *Session, caller Caller) 
 
 // archiveName names an archive in audit records and logs: the backend's
 // relative name (u<uid>/<sha256>.tar), never a credential or endpoint.
-func (st *SessionStore) archiveName(k archive.Key) string {
+func (st *Store) archiveName(k archive.Key) string {
 	return archive.Name(k)
 }
 
 // archive stores s's workspace under its key (best effort: it never fails
 // the delete) and returns the bytes stored.
-func (st *SessionStore) archive(a *archive.Observed, s *Session, caller Caller, facts map[string]any) {
+func (st *Store) archive(a *archive.Observed, s *Session, caller launch.Caller, facts map[string]any) {
 	k := archive.KeyFor(s.owner(), s.Key)
 	rec := map[string]any{"archive": st.archiveName(k), "backend": a.Backend()}
 	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
@@ -418,7 +431,7 @@ func (st *SessionStore) archive(a *archive.Observed, s *Session, caller Caller, 
 }
 
 // ownedLocked counts the sessions of the caller who; st.mu is held.
-func (st *SessionStore) ownedLocked(who string) int {
+func (st *Store) ownedLocked(who string) int {
 	n := 0
 	for _, s := range st.sessions {
 		if s.owner() == who {
@@ -429,24 +442,24 @@ func (st *SessionStore) ownedLocked(who string) int {
 }
 
 // visible reports whether caller may see s.
-func (st *SessionStore) visible(s *Session, caller Caller) bool {
+func (st *Store) visible(s *Session, caller launch.Caller) bool {
 	// A key caller's UID is -1, so the uid rules never match it.
 	return caller.UID == 0 || caller.UID == st.cfg.SelfUID || caller.Admin || caller.ID() == s.owner()
 }
 
 // Get returns a session the caller may see.
-func (st *SessionStore) Get(id string, caller Caller) (*Session, error) {
+func (st *Store) Get(id string, caller launch.Caller) (*Session, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, ok := st.sessions[id]
 	if !ok || !st.visible(s, caller) {
-		return nil, ErrSessionNotFound
+		return nil, ErrNotFound
 	}
 	return s, nil
 }
 
 // View renders a session for the API.
-func (st *SessionStore) View(s *Session) SessionView {
+func (st *Store) View(s *Session) View {
 	var disk int64
 	if ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes); err == nil {
 		disk, _ = ws.Usage()
@@ -454,16 +467,16 @@ func (st *SessionStore) View(s *Session) SessionView {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ks := make([]*kernel, 0, len(s.kernels))
+	ks := make([]Kernel, 0, len(s.kernels))
 	for _, k := range s.kernels {
 		ks = append(ks, k)
 	}
-	v := SessionView{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
+	v := View{ID: s.ID, Key: s.Key, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt(), LastUsedAt: s.LastUsedAt,
 		TTLSeconds: s.TTLSeconds, Restored: s.Restored, DiskBytes: disk, Busy: s.busy > 0, Kernels: []api.Kernel{}, Network: s.Network, Environment: s.Environment}
 	st.mu.Unlock()
 	for _, k := range ks {
-		if k.alive() {
-			v.Kernels = append(v.Kernels, k.info())
+		if k.Alive() {
+			v.Kernels = append(v.Kernels, k.Info())
 		}
 	}
 	sort.Slice(v.Kernels, func(i, j int) bool { return v.Kernels[i].Language < v.Kernels[j].Language })
@@ -472,7 +485,7 @@ func (st *SessionStore) View(s *Session) SessionView {
 }
 
 // List returns the sessions the caller may see, oldest first.
-func (st *SessionStore) List(caller Caller) []*Session {
+func (st *Store) List(caller launch.Caller) []*Session {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var out []*Session
@@ -486,7 +499,7 @@ func (st *SessionStore) List(caller Caller) []*Session {
 }
 
 // Count returns the number of live sessions.
-func (st *SessionStore) Count() int {
+func (st *Store) Count() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return len(st.sessions)
@@ -494,14 +507,14 @@ func (st *SessionStore) Count() int {
 
 // Use marks the start of an operation on s (an exec or a file operation).
 // It fails once the session is being deleted. done must be called.
-func (st *SessionStore) Use(s *Session) (done func(), err error) {
+func (st *Store) Use(s *Session) (done func(), err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if s.deleting {
-		return nil, ErrSessionDeleting
+		return nil, ErrDeleting
 	}
 	if _, ok := st.sessions[s.ID]; !ok {
-		return nil, ErrSessionNotFound
+		return nil, ErrNotFound
 	}
 	s.busy++
 	var once sync.Once
@@ -527,7 +540,7 @@ func (st *SessionStore) Use(s *Session) (done func(), err error) {
 // BeginExec waits (until wait is done) for the session's exec slot and
 // returns a context, derived from parent, that a delete of the session
 // cancels.
-func (st *SessionStore) BeginExec(wait, parent context.Context, s *Session) (context.Context, func(), error) {
+func (st *Store) BeginExec(wait, parent context.Context, s *Session) (context.Context, func(), error) {
 	select {
 	case s.execSlot <- struct{}{}:
 	case <-wait.Done():
@@ -539,7 +552,7 @@ func (st *SessionStore) BeginExec(wait, parent context.Context, s *Session) (con
 		st.mu.Unlock()
 		cancel()
 		<-s.execSlot
-		return nil, nil, ErrSessionDeleting
+		return nil, nil, ErrDeleting
 	}
 	s.cancelExec = cancel
 	st.mu.Unlock()
@@ -555,16 +568,16 @@ func (st *SessionStore) BeginExec(wait, parent context.Context, s *Session) (con
 // Delete ends a session: a running exec is killed, the workspace archived
 // when the session has a key and archives are configured, then removed.
 // why is "delete" or "ttl".
-func (st *SessionStore) Delete(id string, caller Caller, why string) error {
+func (st *Store) Delete(id string, caller launch.Caller, why string) error {
 	st.mu.Lock()
 	s, ok := st.sessions[id]
 	if !ok || !st.visible(s, caller) {
 		st.mu.Unlock()
-		return ErrSessionNotFound
+		return ErrNotFound
 	}
 	if s.deleting {
 		st.mu.Unlock()
-		return ErrSessionDeleting
+		return ErrDeleting
 	}
 	s.deleting = true
 	s.drained = make(chan struct{})
@@ -583,7 +596,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 	if a := st.Archives(); s.Key != "" && a != nil {
 		st.archive(a, s, caller, facts)
 	}
-	err := RemoveWorkspace(st.WorkspaceDir(s))
+	err := launch.RemoveWorkspace(st.WorkspaceDir(s))
 	_ = os.Remove(filepath.Join(st.metaDir, s.ID+".json"))
 	st.mu.Lock()
 	delete(st.sessions, s.ID)
@@ -598,7 +611,7 @@ func (st *SessionStore) Delete(id string, caller Caller, why string) error {
 
 // trimArchives keeps the owner's archives within ArchiveCallerMaxBytes,
 // oldest removed first, each removal audited.
-func (st *SessionStore) trimArchives(a *archive.Observed, s *Session, caller Caller) {
+func (st *Store) trimArchives(a *archive.Observed, s *Session, caller launch.Caller) {
 	removed, err := archive.Trim(context.Background(), a, s.owner(), st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
 		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size,
@@ -612,7 +625,7 @@ func (st *SessionStore) trimArchives(a *archive.Observed, s *Session, caller Cal
 // ExpireArchives removes the archives past ArchiveRetention (at start and
 // then periodically, from RunReaper); each removal is audited. It returns
 // how many it removed.
-func (st *SessionStore) ExpireArchives() int {
+func (st *Store) ExpireArchives() int {
 	a := st.Archives()
 	if a == nil || st.cfg.ArchiveRetention <= 0 {
 		return 0
@@ -622,7 +635,7 @@ func (st *SessionStore) ExpireArchives() int {
 		if st.cfg.Sink == nil {
 			break
 		}
-		rec := audit.Record{ExecID: newExecID(), Step: "archive.expire", Source: "supervisor", CallerUID: st.cfg.SelfUID, CallerGID: -1,
+		rec := audit.Record{ExecID: newID(), Step: "archive.expire", Source: "supervisor", CallerUID: st.cfg.SelfUID, CallerGID: -1,
 			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size, "backend": a.Backend(),
 				"last_used": r.ModTime.UTC(), "retention_seconds": int64(st.cfg.ArchiveRetention.Seconds())}}
 		if err := st.cfg.Sink.Write(rec); err != nil {
@@ -639,7 +652,7 @@ func (st *SessionStore) ExpireArchives() int {
 }
 
 // ReapExpired deletes every idle session past its TTL; it returns how many.
-func (st *SessionStore) ReapExpired() int {
+func (st *Store) ReapExpired() int {
 	now := st.cfg.Now()
 	st.mu.Lock()
 	var expired []string
@@ -651,7 +664,7 @@ func (st *SessionStore) ReapExpired() int {
 	st.mu.Unlock()
 	n := 0
 	for _, id := range expired {
-		if err := st.Delete(id, Caller{UID: st.cfg.SelfUID, GID: -1, PID: os.Getpid()}, "ttl"); err == nil {
+		if err := st.Delete(id, launch.Caller{UID: st.cfg.SelfUID, GID: -1, PID: os.Getpid()}, "ttl"); err == nil {
 			n++
 		}
 	}
@@ -663,7 +676,7 @@ const archiveExpiryInterval = time.Hour
 
 // RunReaper deletes expired sessions every interval, and expired archives
 // at once and then hourly, until ctx is done.
-func (st *SessionStore) RunReaper(ctx context.Context, interval time.Duration) {
+func (st *Store) RunReaper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	st.ExpireArchives()
@@ -685,7 +698,7 @@ func (st *SessionStore) RunReaper(ctx context.Context, interval time.Duration) {
 }
 
 // CancelAll kills every running session exec (supervisor shutdown).
-func (st *SessionStore) CancelAll() {
+func (st *Store) CancelAll() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, s := range st.sessions {
@@ -693,25 +706,25 @@ func (st *SessionStore) CancelAll() {
 			s.cancelExec()
 		}
 		for _, k := range s.kernels {
-			go k.sb.Stop()
+			go k.Stop()
 		}
 	}
 }
 
-// kernel returns the session's kernel of language and whether one of that
+// KernelOf returns the session's kernel of language and whether one of that
 // language ever ran in the session.
-func (st *SessionStore) kernel(s *Session, language string) (*kernel, bool) {
+func (st *Store) KernelOf(s *Session, language string) (Kernel, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return s.kernels[language], slices.Contains(s.KernelsRun, language)
 }
 
-// setKernel records k as the session's kernel of its language (nil: none)
+// SetKernel records k as the session's kernel of its language (nil: none)
 // and persists that one has run.
-func (st *SessionStore) setKernel(s *Session, language string, k *kernel) {
+func (st *Store) SetKernel(s *Session, language string, k Kernel) {
 	st.mu.Lock()
 	if s.kernels == nil {
-		s.kernels = map[string]*kernel{}
+		s.kernels = map[string]Kernel{}
 	}
 	if k == nil {
 		delete(s.kernels, language)
@@ -732,12 +745,63 @@ func (st *SessionStore) setKernel(s *Session, language string, k *kernel) {
 }
 
 // stopKernels kills every kernel of s and waits until each is reaped.
-func (st *SessionStore) stopKernels(s *Session) {
+func (st *Store) stopKernels(s *Session) {
 	st.mu.Lock()
 	ks := s.kernels
 	s.kernels = nil
 	st.mu.Unlock()
 	for _, k := range ks {
-		k.sb.Stop()
+		k.Stop()
 	}
+}
+
+// Kernel is a session's running kernel as the store holds it: the store
+// lists, reports and stops kernels; it never runs an exec in one.
+type Kernel interface {
+	Alive() bool
+	Stop()
+	Info() api.Kernel
+}
+
+// SetEnvironment records a new session's default environment and
+// persists it before the session is answered: a supervisor killed before
+// the session's first exec must recover it with its environment (the
+// metadata Create wrote does not have it yet).
+func (st *Store) SetEnvironment(s *Session, name string) error {
+	if name == "" {
+		return nil
+	}
+	st.mu.Lock()
+	s.Environment = name
+	st.mu.Unlock()
+	return st.persist(s)
+}
+
+// EnvironmentOf reads a session's default environment.
+func (st *Store) EnvironmentOf(s *Session) string {
+	if st == nil {
+		return s.Environment
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return s.Environment
+}
+
+// SetLimits changes the store's limits for the sessions created from now
+// on: how many in all, how many one caller may hold, the default TTL.
+func (st *Store) SetLimits(maxSessions, maxPerCaller int, ttlDefault int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.cfg.MaxSessions = maxSessions
+	st.cfg.MaxPerCaller = maxPerCaller
+	st.cfg.TTLDefault = ttlDefault
+}
+
+// newID returns 128 random bits in hex: a session id one caller cannot
+// guess of another's (a path component of its workspace), or the id of a
+// record of the store's own.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error; it crashes instead.
+	return hex.EncodeToString(b[:])
 }

@@ -1,0 +1,120 @@
+package kernel
+
+import (
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/launch"
+)
+
+// assemble turns an exec's frames and outcome into its result, with the
+// same output caps as a process exec.
+func assemble(x Exec, s *sink, o outcome) *launch.ExecResult {
+	s.mu.Lock()
+	displays, trunc := append([]api.Display{}, s.displays...), s.dispTrunc
+	s.mu.Unlock()
+	res := &launch.ExecResult{ID: x.Launch.ExecID, Stdout: s.stdout.String(), Stderr: s.stderr.String(),
+		StdoutTruncated: s.stdout.Truncated(), StderrTruncated: s.stderr.Truncated(),
+		DurationMS: o.took.Milliseconds(), TimedOut: o.timedOut, Artifacts: []launch.Artifact{},
+		Displays: displays, ArtifactsTruncated: trunc}
+	res.Policy.Limits = x.Launch.Limits
+	if o.exit != nil {
+		// The kernel's sandbox ended during the exec: what stopped it
+		// (the OOM killer, the workspace quota watcher) is this exec's.
+		res.OOMKilled = o.exit.OOMKilled
+		res.QuotaExceeded = o.exit.QuotaExceeded
+	}
+	switch {
+	case o.result != nil && !o.timedOut && !o.cancelled:
+		code := o.result.ExitCode
+		res.ExitCode, res.ReturnValue = &code, o.result.ReturnValue
+		if o.exit != nil && code > 128 && code < 128+65 {
+			// The runner reported its interpreter killed by signal
+			// code-128 (node's evaluator) and the kernel is gone: the
+			// process-exec convention for 128+N.
+			sig := signalName(code - 128)
+			res.ExitCode, res.Signal = nil, &sig
+		}
+		if e := o.result.Exception; e != nil {
+			res.Exception = &api.Exception{Type: e.Type, Message: e.Message, Traceback: e.Traceback}
+		}
+	case o.broken != nil:
+		sig := "SIGKILL"
+		res.Signal = &sig
+		res.Exception = &api.Exception{Type: "KernelProtocolError",
+			Message: "the kernel broke the channel protocol and was killed: " + o.broken.Error()}
+	case o.timedOut || o.cancelled || o.killed:
+		sig := "SIGKILL"
+		res.Signal = &sig
+		if o.result != nil && o.result.Exception != nil {
+			e := o.result.Exception
+			res.Exception = &api.Exception{Type: e.Type, Message: e.Message, Traceback: e.Traceback}
+		}
+	case o.exit != nil && o.exit.Result != nil:
+		res.ExitCode, res.Signal = o.exit.Result.ExitCode, o.exit.Result.Signal
+		if o.exit.OOMKilled && res.Signal == nil {
+			sig := "SIGKILL"
+			res.Signal, res.ExitCode = &sig, nil
+		}
+	default:
+		sig := "SIGKILL"
+		res.Signal = &sig
+	}
+	return res
+}
+
+// execRecord is the audit record linking an exec to its kernel.
+func (h *Host) execRecord(x Exec, k *Kernel, restarted bool) error {
+	return h.Audit(x.Launch.ExecID, audit.StepKernelExec, x.Launch.Caller, map[string]any{
+		"kernel_id": k.id, "language": k.language, "mode": x.Mode, "restarted": restarted,
+		"session_id": x.SessionID,
+	})
+}
+
+// reapRecord ends a kernel exec's trail.
+func (h *Host) reapRecord(x Exec, k *Kernel, res *launch.ExecResult, o outcome) {
+	facts := map[string]any{
+		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut, "duration_ms": res.DurationMS,
+		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated, "oom_killed": res.OOMKilled,
+		"kernel_id": k.id, "displays": len(res.Displays), "stopped": stoppedOf(o),
+	}
+	if res.Kernel != nil {
+		facts["execution_count"] = res.Kernel.ExecutionCount
+	}
+	if o.broken != nil {
+		facts["protocol_error"] = o.broken.Error()
+	}
+	if res.QuotaExceeded {
+		facts["quota_exceeded"] = true
+		if o.exit != nil && o.exit.QuotaErr != "" {
+			facts["quota_error"] = o.exit.QuotaErr
+		}
+	}
+	_ = h.Audit(x.Launch.ExecID, audit.StepReap, x.Launch.Caller, facts)
+}
+
+func stoppedOf(o outcome) string {
+	switch {
+	case o.timedOut:
+		return "timeout"
+	case o.cancelled:
+		return "cancelled"
+	case o.broken != nil:
+		return "protocol"
+	case o.result != nil:
+		return "exited"
+	}
+	return "kernel_ended"
+}
+
+// signalName names signal n as a process exec's result does.
+func signalName(n int) string {
+	if name := unix.SignalName(syscall.Signal(n)); name != "" {
+		return name
+	}
+	return fmt.Sprintf("SIG%d", n)
+}
