@@ -199,6 +199,15 @@ const (
 	// UsageSourceMixed: cpu_ms from the cgroup, max_rss_kb from rusage (a
 	// cgroup v2 kernel before 5.19 keeps no memory.peak).
 	UsageSourceMixed = "mixed"
+	// UsageSourceLifetimePeak: a session kernel's exec on a kernel that
+	// cannot reset a cgroup's memory peak (v2 before Linux 6.12): cpu_ms
+	// is the exec's, from the kernel's cgroup, max_rss_kb the kernel
+	// cgroup's peak since the kernel started.
+	UsageSourceLifetimePeak = "cgroup_lifetime_peak"
+	// UsageSourceNone: nothing measured the exec (a session kernel's exec
+	// without cgroups: the kernel process is not waited for per exec);
+	// both figures are 0.
+	UsageSourceNone = "none"
 )
 
 // Artifact is one collected output file; size, sha256 and content are of

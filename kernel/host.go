@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/kernel/protocol"
 	"github.com/sandboxd/sandboxd/kernel/runners"
 	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -22,6 +23,9 @@ type Runners interface {
 	CollectArtifacts(req launch.Request, wsName string, res *launch.ExecResult)
 	ArtifactLimits() workspace.ArtifactLimits
 	Stage(req launch.Request) error
+	// AppliedLimits is what a launch is really held to (0 for memory,
+	// pids and CPU where no cgroup enforces them): an exec's attestation.
+	AppliedLimits(l policy.Limits) policy.Limits
 }
 
 // Proxy is a session kernel's network "egress" proxy, served for the

@@ -11,9 +11,10 @@ import (
 	"github.com/sandboxd/sandboxd/launch"
 )
 
-// assemble turns an exec's frames and outcome into its result, with the
-// same output caps as a process exec.
-func assemble(x Exec, s *sink, o outcome) *launch.ExecResult {
+// assemble turns an exec's frames and outcome in kernel k into its result,
+// with the same output caps as a process exec and the same attestation
+// (launch.Attest: k's confinement, the exec's limits as applied).
+func (h *Host) assemble(x Exec, k *Kernel, s *sink, o outcome) *launch.ExecResult {
 	s.mu.Lock()
 	displays, trunc := append([]api.Display{}, s.displays...), s.dispTrunc
 	s.mu.Unlock()
@@ -21,7 +22,7 @@ func assemble(x Exec, s *sink, o outcome) *launch.ExecResult {
 		StdoutTruncated: s.stdout.Truncated(), StderrTruncated: s.stderr.Truncated(),
 		DurationMS: o.took.Milliseconds(), TimedOut: o.timedOut, Artifacts: []launch.Artifact{},
 		Displays: displays, ArtifactsTruncated: trunc}
-	res.Policy.Limits = x.Launch.Limits
+	res.Policy = launch.Attest(k.sb.ExecFacts(), h.Runners.AppliedLimits(x.Launch.Limits))
 	if o.exit != nil {
 		// The kernel's sandbox ended during the exec: what stopped it
 		// (the OOM killer, the workspace quota watcher) is this exec's.

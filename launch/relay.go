@@ -93,7 +93,15 @@ type relayed struct {
 // violation is also sent on hp.violation at once, so supervise stops the
 // helper without waiting for it to finish.
 func (hp *helperProc) relayReports(record func(spec.Report)) {
-	go func() { hp.reports <- relay(hp.pipes.reportR, record, hp.violation) }()
+	go func() {
+		out := relay(hp.pipes.reportR, record, hp.violation)
+		if out.exec != nil {
+			// A long-lived sandbox's execs attest it while it runs
+			// (Sandbox.Attest), long before teardown reads the reports.
+			hp.attested.Store(out.exec)
+		}
+		hp.reports <- out
+	}()
 }
 
 func relay(r io.Reader, record func(spec.Report), violation chan<- error) relayed {

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
+	"github.com/sandboxd/sandboxd/policy"
 )
 
 // run starts the helper for req, reaps everything it started, and turns
@@ -83,11 +84,10 @@ func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) 
 		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
 		DurationMS: took.Milliseconds(), Usage: hr.usage, TimedOut: hr.stop == stopTimeout,
 		Artifacts:     []Artifact{},
-		Policy:        attestation(hr.exec),
+		Policy:        Attest(hr.exec, h.AppliedLimits(req.Limits)),
 		OOMKilled:     hr.oomKilled,
 		QuotaExceeded: hr.quotaExceeded,
 	}
-	res.Policy.Limits = h.AppliedLimits(req.Limits)
 	switch {
 	case hr.killed:
 		sig := "SIGKILL"
@@ -104,16 +104,20 @@ func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) 
 	return res
 }
 
-// attestation is taken from the exec step's typed facts only
-// (audit/facts.Exec): they describe the sandbox bwrap was exec'd into,
-// after every other step passed. (A killed exec may have none: then
-// nothing is attested.)
-func attestation(exec *facts.Exec) PolicyAttestation {
+// Attest is the policy attestation of an exec of any kind (cold, warm, a
+// session kernel's exec, a run-once call): the confinement is taken from
+// the exec step's typed facts only (audit/facts.Exec), which describe the
+// sandbox bwrap was exec'd into after every other step passed, and the
+// limits are applied -- what the launch is really held to
+// (HelperLauncher.AppliedLimits), never the limits requested: without a
+// cgroup, memory, pids and CPU are 0, not claimed. (A killed exec may
+// have no exec facts: then only the limits are attested.)
+func Attest(exec *facts.Exec, applied policy.Limits) PolicyAttestation {
 	if exec == nil {
-		return PolicyAttestation{}
+		return PolicyAttestation{Limits: applied}
 	}
 	a := exec.Attestation()
-	p := PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion}
+	p := PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion, Limits: applied}
 	if a.Environment != "" {
 		p.Environment = &EnvironmentRef{Name: a.Environment, Digest: a.EnvironmentDigest}
 	}
