@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/kernel/protocol"
 	"github.com/sandboxd/sandboxd/kernel/runners"
@@ -47,8 +48,9 @@ type Host struct {
 	// Egress serves the proxy of an egress kernel's launch req (named by
 	// its launch id) and points req at it (its Egress and environment).
 	Egress func(req *launch.Request) (Proxy, error)
-	// Audit writes a supervisor record of step for exec execID.
-	Audit func(execID, step string, caller launch.Caller, facts map[string]any) error
+	// Audit writes a supervisor record of exec execID: f's step, f its
+	// typed facts.
+	Audit func(execID string, caller launch.Caller, f facts.Facts) error
 }
 
 // Exec is one decided exec as a kernel runs it.

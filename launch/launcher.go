@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
@@ -162,15 +163,12 @@ func (h *HelperLauncher) prepare(req Request) (*prepared, error) {
 		pw.close()
 		return nil, h.prepareFailed(req, serr)
 	}
-	facts := map[string]any{
-		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
-		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
-		"quota_bytes": h.cfg.QuotaBytes,
+	f := &facts.Prepare{
+		Workspace: dir, WorkspaceKind: kind, Files: len(req.Files), FileBytes: staged,
+		Stdio: "pipes", CgroupMode: h.cgroupMode(), Limits: LimitsFacts(h.AppliedLimits(req.Limits)),
+		QuotaBytes: h.cfg.QuotaBytes, Kernel: req.Kernel,
 	}
-	if req.Kernel != "" {
-		facts["kernel"] = req.Kernel
-	}
-	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: facts}); err != nil {
+	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: f}); err != nil {
 		pw.close()
 		return nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
@@ -201,13 +199,12 @@ func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *Exec
 	}
 	res.ArtifactsTruncated = truncated
 	res.Artifacts = make([]Artifact, 0, len(arts))
-	facts := make([]map[string]any, 0, len(arts))
+	f := &facts.Artifacts{Patterns: req.Artifacts, Artifacts: make([]facts.Artifact, 0, len(arts)), Truncated: truncated}
 	for _, a := range arts {
 		res.Artifacts = append(res.Artifacts, Artifact(a))
-		facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
+		f.Artifacts = append(f.Artifacts, facts.Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256})
 	}
-	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: map[string]any{
-		"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
+	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: f})
 }
 
 func (h *HelperLauncher) prepareFailed(req Request, le *errdefs.Error) error {
@@ -226,12 +223,7 @@ func (h *HelperLauncher) audit(req Request, r audit.Record) error {
 		r.Source = audit.SourceSupervisor
 	}
 	if req.Probe && r.Source == audit.SourceSupervisor {
-		m, _ := r.Facts.(map[string]any)
-		if m == nil {
-			m = map[string]any{}
-		}
-		m["probe"] = true
-		r.Facts = m
+		markProbe(&r)
 	}
 	if h.cfg.Sink == nil {
 		return nil

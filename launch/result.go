@@ -32,26 +32,27 @@ func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q 
 
 // conclude turns a reaped run into a result or a launch error and writes
 // the reap record (with extra facts, if any) that ends req's trail.
-func (h *HelperLauncher) conclude(req Request, hr *helperRun, q quotaCheck, took time.Duration, extra map[string]any) (*ExecResult, error) {
+func (h *HelperLauncher) conclude(req Request, hr *helperRun, q quotaCheck, took time.Duration, extra func(*facts.Reap)) (*ExecResult, error) {
 	// The quota may also have been passed between two checks, or in the
 	// last interval; RLIMIT_FSIZE (= the quota) bounds each file.
 	if !hr.quotaExceeded {
 		hr.quotaExceeded, hr.quotaErr = q.over()
 	}
 	if le := h.refusal(hr); le != nil {
-		facts := map[string]any{"helper_exit": hr.helperExit, "stderr_head": hr.stderr.Head(512), "stopped": hr.stop.String()}
-		for k, v := range extra {
-			facts[k] = v
+		head := hr.stderr.Head(512)
+		f := &facts.Reap{HelperExit: &hr.helperExit, StderrHead: &head, Stopped: hr.stop.String()}
+		if extra != nil {
+			extra(f)
 		}
-		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: facts})
+		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: f})
 		return nil, le
 	}
 	res := h.result(req, hr, took)
-	facts := reapFacts(res, hr)
-	for k, v := range extra {
-		facts[k] = v
+	f := reapFacts(res, hr)
+	if extra != nil {
+		extra(f)
 	}
-	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: facts})
+	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: f})
 	return res, nil
 }
 
@@ -122,31 +123,6 @@ func Attest(exec *facts.Exec, applied policy.Limits) PolicyAttestation {
 		p.Environment = &EnvironmentRef{Name: a.Environment, Digest: a.EnvironmentDigest}
 	}
 	return p
-}
-
-// reapFacts are the facts of a successful reap record.
-func reapFacts(res *ExecResult, hr *helperRun) map[string]any {
-	f := map[string]any{
-		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut,
-		"duration_ms": res.DurationMS, "usage": res.Usage, "bwrap_child_pid": hr.bwrap.childPID,
-		"stdout_bytes": hr.stdout.total, "stderr_bytes": hr.stderr.total,
-		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated,
-		// The reaper's pidfd became readable: the kernel had killed and
-		// reaped every process of the sandbox's pid namespace by then.
-		"pid_namespace_gone": hr.reaperGone,
-		"oom_killed":         hr.oomKilled, "cgroup_processes_left": hr.cgroupLeft,
-		"quota_exceeded": res.QuotaExceeded, "stopped": hr.stop.String(),
-	}
-	if hr.quotaErr != nil {
-		f["quota_error"] = hr.quotaErr.Error()
-	}
-	if hr.pooled {
-		f["helper_pooled"] = true
-	}
-	if hr.times != nil {
-		f["launch_us"] = hr.times.us()
-	}
-	return f
 }
 
 // launchFailure explains a run in which the payload never started.

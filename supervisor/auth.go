@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 )
 
@@ -148,8 +149,8 @@ func apiErrRetry(code api.ErrorCode, msg string, wait time.Duration) *APIError {
 // presented key.
 func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, p peer, e *APIError, why string) {
 	caller := launch.Caller{UID: -1, GID: -1, PID: -1}
-	rec := s.record(newExecID(), audit.StepAccept, caller, e, map[string]any{
-		"method": r.Method, "path": r.URL.Path, "remote_addr": p.addr, "auth": why,
+	rec := s.record(newExecID(), audit.StepAccept, caller, e, &facts.Accept{
+		Method: r.Method, Path: r.URL.Path, RemoteAddr: p.addr, Auth: why,
 	})
 	s.auditRefusalAs(refusalKey(rec, p.addr), rec)
 	s.log.Info("request unauthenticated", "remote_addr", p.addr, "method", r.Method, "path", r.URL.Path, "reason", why)

@@ -156,7 +156,7 @@ func TestTCPBearerAuth(t *testing.T) {
 		if _, err := r.DecodeFacts(); err != nil && !errors.Is(err, facts.ErrUntyped) {
 			t.Fatalf("record %s: %v", r.Step, err)
 		}
-		if f, ok := r.Facts.(map[string]any); ok && f["auth"] == "bad_key" {
+		if r.FactMap()["auth"] == "bad_key" {
 			refusals++
 		}
 	}
@@ -525,7 +525,7 @@ func TestRefusalRecordsPerCaller(t *testing.T) {
 	}
 	addrs, keys := map[string]bool{}, map[string]bool{}
 	for _, r := range s.sink.Records {
-		f, _ := r.Facts.(map[string]any)
+		f := r.FactMap()
 		if f["auth"] == "bad_key" {
 			addrs[fmt.Sprint(f["remote_addr"])] = true
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 )
 
@@ -263,8 +264,9 @@ func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller laun
 		s.metrics.exec(OutcomeRefused)
 		s.metrics.refuse(e.Code)
 	}
-	s.auditRefusal(s.record(execID, audit.StepAccept, caller, e, map[string]any{
-		"method": r.Method, "path": r.URL.Path, "content_length": r.ContentLength, "body_read": false,
+	contentLength, bodyRead := r.ContentLength, false
+	s.auditRefusal(s.record(execID, audit.StepAccept, caller, e, &facts.Accept{
+		Method: r.Method, Path: r.URL.Path, ContentLength: &contentLength, BodyRead: &bodyRead,
 	}))
 	s.log.Info("request refused before its body was read", "caller", caller.ID(), "path", r.URL.Path, "reason", e.Message)
 	// The body is left unread: net/http closes a connection whose body was
@@ -329,6 +331,5 @@ func (s *Server) startRefusalFlusher() (stop func()) {
 // connRefused audits a connection refused at accept.
 func (s *Server) connRefused(c launch.Caller, reason, msg string) {
 	// Method and path are empty: no request was read.
-	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), map[string]any{
-		"method": "", "path": "", "connection_refused": reason}))
+	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), &facts.Accept{ConnectionRefused: reason}))
 }

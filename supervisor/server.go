@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/session"
@@ -202,10 +203,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		// Refusals are audited like any other request: an auditor wants to
 		// see who knocked, not only who got in.
 		execID := newExecID()
-		rec := s.record(execID, audit.StepAccept, caller, apiErr(api.CodeForbidden, msg), map[string]any{
-			"method": r.Method,
-			"path":   r.URL.Path,
-		})
+		rec := s.record(execID, audit.StepAccept, caller, apiErr(api.CodeForbidden, msg), &facts.Accept{Method: r.Method, Path: r.URL.Path})
 		s.auditRefusal(rec)
 		if r.Method == http.MethodPost && path.Base(r.URL.Path) == "exec" {
 			s.metrics.exec(OutcomeRefused)

@@ -138,10 +138,14 @@ func (*Prepare) Sentences() []Sentence {
 	}
 }
 
-// Usage is the payload's resource use.
+// Usage is the payload's resource use (the exec result's usage).
 type Usage struct {
 	CPUMS    int64 `json:"cpu_ms"`
 	MaxRSSKB int64 `json:"max_rss_kb"`
+	// Source says where the figures come from: cgroup, rusage, mixed,
+	// cgroup_lifetime_peak or none (docs/API.md, usage); absent in
+	// records written before it was recorded.
+	Source string `json:"source,omitempty"`
 }
 
 // Reap is the facts of the reap step: how the exec ended, written after
@@ -153,7 +157,7 @@ type Reap struct {
 	Signal              *string   `json:"signal,omitempty" doc:"the signal that ended the payload (128+N from bwrap = signal N); a timeout is SIGKILL by the supervisor"`
 	TimedOut            bool      `json:"timed_out,omitzero" doc:"the supervisor killed it at the timeout"`
 	DurationMS          int64     `json:"duration_ms,omitzero" doc:"wall clock from launch to reap"`
-	Usage               *Usage    `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb from the helper process tree's wait4 rusage"`
+	Usage               *Usage    `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb and their source: the exec's cgroup (a kernel exec: its kernel's cgroup during the exec), else the helper's wait4 rusage (API.md, usage)"`
 	BwrapChildPID       int       `json:"bwrap_child_pid,omitzero" doc:"the sandbox's pid 1 (bwrap's reaper), host pid"`
 	StdoutBytes         int64     `json:"stdout_bytes,omitzero" doc:"bytes the payload wrote to stdout"`
 	StderrBytes         int64     `json:"stderr_bytes,omitzero" doc:"bytes the payload wrote to stderr"`
