@@ -259,6 +259,11 @@ func (st *Store) persist(s *Session) error {
 	return nil
 }
 
+// audit writes a record of one of the session steps (session.create,
+// .restore, .archive, .delete, .archive_removed). Their facts are a map:
+// audit/facts types the steps of an exec's launch, which `audit verify`
+// decodes strictly; the session steps are outside that schema (read
+// untyped, facts.ErrUntyped), so there is no struct to build yet.
 func (st *Store) audit(step string, s *Session, caller launch.Caller, ok bool, errMsg string, facts map[string]any) {
 	if st.cfg.Sink == nil {
 		return

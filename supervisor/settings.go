@@ -229,7 +229,9 @@ func (s *Server) changeSettings(caller launch.Caller, body []byte) error {
 }
 
 // settingsDiff lists each setting whose effective value or source changed,
-// old -> new, redacted by policy.RedactSetting.
+// old -> new, redacted by policy.RedactSetting. A map on purpose: it is
+// keyed by setting name, an open set that grows with the settings, and its
+// values are of each setting's own type.
 func settingsDiff(def, op policy.Config, oldOv, newOv policy.Overrides) map[string]any {
 	before := map[string]policy.SettingState{}
 	for _, st := range policy.SettingStates(def, op, oldOv) {
