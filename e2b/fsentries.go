@@ -1,0 +1,163 @@
+package e2b
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+)
+
+// Connect's file types (envd's filesystem.FileType).
+const (
+	fileTypeFile    = 1
+	fileTypeDir     = 2
+	fileTypeSymlink = 3
+)
+
+// apiFile is an entry of GET /v1/sessions/{id}/files.
+type apiFile struct {
+	Path       string `json:"path"`
+	Size       int64  `json:"size"`
+	Mode       string `json:"mode"`
+	ModifiedAt string `json:"modified_at"`
+}
+
+// connectEntry renders an API entry as envd's EntryInfo (Connect JSON).
+func connectEntry(f apiFile) map[string]any {
+	typ := fileTypeFile
+	switch {
+	case strings.HasPrefix(f.Mode, "d"):
+		typ = fileTypeDir
+	case strings.HasPrefix(f.Mode, "L"):
+		typ = fileTypeSymlink
+	}
+	perm := f.Mode
+	if len(perm) > 9 {
+		perm = perm[len(perm)-9:]
+	}
+	var mode uint32
+	for i, c := range perm {
+		if c != '-' {
+			mode |= 1 << (8 - i)
+		}
+	}
+	if typ == fileTypeDir {
+		mode |= 1 << 31 // Go's fs.ModeDir, as envd reports it
+	}
+	return map[string]any{
+		"name": path.Base(f.Path), "type": typ, "path": workspace + "/" + f.Path, "size": f.Size,
+		"mode": mode, "permissions": f.Mode, "owner": "", "group": "", "modifiedTime": f.ModifiedAt,
+	}
+}
+
+// listing fetches the whole workspace listing.
+func (s *Server) listing(r *http.Request, sb *sandbox) ([]apiFile, error) {
+	res, err := s.call(r, sb.key, http.MethodGet, sessionPath(sb, "/files"), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if res.status != http.StatusOK {
+		return nil, apiError(res)
+	}
+	defer res.body.Close()
+	var l struct {
+		Files []apiFile `json:"files"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.body, 256<<20)).Decode(&l); err != nil {
+		return nil, err
+	}
+	return l.Files, nil
+}
+
+// underDir selects the entries below dir ("" is the workspace) at most
+// depth levels down; found reports whether dir itself is a directory.
+func underDir(files []apiFile, dir string, depth int) (out []apiFile, found bool) {
+	found = dir == ""
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	for _, f := range files {
+		if f.Path == dir && strings.HasPrefix(f.Mode, "d") {
+			found = true
+		}
+		rest, ok := strings.CutPrefix(f.Path, prefix)
+		if !ok || rest == "" || strings.Count(rest, "/") >= depth {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, found
+}
+
+func (s *Server) listDir(r *http.Request, sb *sandbox, rel string, depth int) (any, error) {
+	files, err := s.listing(r, sb)
+	if err != nil {
+		return nil, err
+	}
+	sel, found := underDir(files, rel, depth)
+	if !found {
+		return nil, errorf(http.StatusNotFound, "directory %q not found", workspace+"/"+rel)
+	}
+	entries := []map[string]any{}
+	for _, f := range sel {
+		entries = append(entries, connectEntry(f))
+	}
+	return map[string]any{"entries": entries}, nil
+}
+
+func (s *Server) stat(r *http.Request, sb *sandbox, rel string) (any, error) {
+	if rel == "" {
+		return map[string]any{"entry": connectEntry(apiFile{Path: "", Mode: "drwx------"})}, nil
+	}
+	files, err := s.listing(r, sb)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if f.Path == rel {
+			return map[string]any{"entry": connectEntry(f)}, nil
+		}
+	}
+	return nil, errorf(http.StatusNotFound, "%q not found", workspace+"/"+rel)
+}
+
+func (s *Server) remove(r *http.Request, sb *sandbox, rel string) (any, error) {
+	if rel == "" {
+		return nil, errorf(http.StatusBadRequest, "the workspace itself cannot be removed")
+	}
+	res, err := s.call(r, sb.key, http.MethodDelete, filePath(sb, rel), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if res.status != http.StatusNoContent {
+		return nil, apiError(res)
+	}
+	res.body.Close()
+	return map[string]any{}, nil
+}
+
+// connectCodes maps HTTP statuses to Connect error codes.
+var connectCodes = map[int]string{
+	http.StatusBadRequest: "invalid_argument", http.StatusUnauthorized: "unauthenticated",
+	http.StatusForbidden: "permission_denied", http.StatusNotFound: "not_found",
+	http.StatusConflict: "aborted", http.StatusRequestEntityTooLarge: "resource_exhausted",
+	http.StatusTooManyRequests: "resource_exhausted", http.StatusNotImplemented: "unimplemented",
+	http.StatusServiceUnavailable: "unavailable", http.StatusInsufficientStorage: "resource_exhausted",
+	http.StatusBadGateway: "unavailable",
+}
+
+// writeConnectErr answers a Connect unary error: the code's HTTP status
+// and {"code", "message"}.
+func writeConnectErr(w http.ResponseWriter, err error) {
+	e, ok := err.(*e2bError) //nolint:errorlint // only this package's own errors, never wrapped
+	if !ok {
+		e = errorf(http.StatusInternalServerError, "%v", err)
+	}
+	code, ok := connectCodes[e.Status]
+	if !ok {
+		code = "internal"
+	}
+	writeJSON(w, e.Status, map[string]string{"code": code, "message": e.Message})
+}
