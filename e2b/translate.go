@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // resultKey maps a sandboxd display MIME type to the key of an E2B result.
@@ -53,12 +54,48 @@ type apiEvent struct {
 // and the execution count.
 type translator struct {
 	emit    func([]byte)
-	pending map[string]any // the displays of the current object
-	last    int            // bundleOrder index of its last display
+	pending map[string]any    // the displays of the current object
+	last    int               // bundleOrder index of its last display
+	partial map[string]string // by stream: output after its last newline
 	ended   bool
 }
 
-func newTranslator(emit func([]byte)) *translator { return &translator{emit: emit} }
+// maxPartialLine is how much of a line without a newline is held back
+// before it is sent as it is.
+const maxPartialLine = 64 << 10
+
+func newTranslator(emit func([]byte)) *translator {
+	return &translator{emit: emit, partial: map[string]string{}}
+}
+
+// output sends a stream's complete lines, one message each, as the code
+// interpreter does (a print may reach sandboxd in pieces), and holds the
+// rest until its newline or the next event of another kind.
+func (t *translator) output(stream, data string) {
+	data = t.partial[stream] + data
+	for {
+		i := strings.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		t.send(map[string]any{"type": stream, "text": data[:i+1]})
+		data = data[i+1:]
+	}
+	t.partial[stream] = data
+	if len(data) > maxPartialLine {
+		t.flushOutput()
+	}
+}
+
+// flushOutput sends what output holds back.
+func (t *translator) flushOutput() {
+	for _, stream := range []string{"stdout", "stderr"} {
+		if d := t.partial[stream]; d != "" {
+			t.send(map[string]any{"type": stream, "text": d})
+			t.partial[stream] = ""
+		}
+	}
+}
 
 func (t *translator) send(v map[string]any) {
 	b, err := json.Marshal(v)
@@ -92,12 +129,15 @@ func (t *translator) line(b []byte) {
 		var text string
 		_ = json.Unmarshal(ev.Data, &text)
 		t.flush(false)
-		t.send(map[string]any{"type": ev.Type, "text": text})
+		t.output(ev.Type, text)
 	case "display":
+		t.flushOutput()
 		t.display(ev)
 	case "result":
+		t.flushOutput()
 		t.result(ev)
 	case "error":
+		t.flushOutput()
 		t.flush(false)
 		if ev.Error != nil {
 			t.fail(ev.Error.Code, ev.Error.Message)
@@ -157,6 +197,7 @@ func (t *translator) end() {
 	if t.ended {
 		return
 	}
+	t.flushOutput()
 	t.flush(false)
 	t.ended = true
 	t.send(map[string]any{"type": "end_of_execution"})
