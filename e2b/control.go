@@ -77,7 +77,7 @@ func sessionRequest(cr createRequest) (map[string]any, error) {
 func (s *Server) create(w http.ResponseWriter, r *http.Request, key string) {
 	var cr createRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxControlBody))
-	if err := dec.Decode(&cr); err != nil && err != io.EOF { //nolint:errorlint // io.EOF is returned unwrapped by Decode
+	if err := dec.Decode(&cr); err != nil && err != io.EOF {
 		s.writeErr(w, r, errorf(http.StatusBadRequest, "bad request body: %v", err))
 		return
 	}

@@ -143,7 +143,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request, sb *sandb
 		Language string `json:"language"`
 		Cwd      string `json:"cwd"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxControlBody)).Decode(&req); err != nil && err != io.EOF { //nolint:errorlint // Decode returns io.EOF unwrapped
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxControlBody)).Decode(&req); err != nil && err != io.EOF {
 		s.writeErr(w, r, errorf(http.StatusBadRequest, "bad request body: %v", err))
 		return
 	}
