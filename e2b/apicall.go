@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,3 +92,42 @@ func (w *pipeWriter) Write(b []byte) (int, error) {
 // Flush is a no-op (the pipe hands each write over at once); it lets the
 // API's streaming code flush through http.ResponseController.
 func (w *pipeWriter) Flush() {}
+
+// maxAnswer bounds a JSON answer of the API that is decoded whole (the
+// largest is a workspace listing).
+const maxAnswer = 256 << 20
+
+// expect is call for an answer of status; any other status is returned as
+// the API's error, its body read and closed.
+func (s *Server) expect(r *http.Request, key, method, path string, body io.Reader, hdr http.Header, status int) (*response, error) {
+	res, err := s.call(r, key, method, path, body, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if res.status != status {
+		return nil, apiError(res)
+	}
+	return res, nil
+}
+
+// do is expect for an answer whose body is not needed.
+func (s *Server) do(r *http.Request, key, method, path string, status int) error {
+	res, err := s.expect(r, key, method, path, nil, nil, status)
+	if err != nil {
+		return err
+	}
+	return res.body.Close()
+}
+
+// getJSON decodes the 200 answer of GET path into v.
+func (s *Server) getJSON(r *http.Request, key, path string, v any) error {
+	res, err := s.expect(r, key, http.MethodGet, path, nil, nil, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer res.body.Close()
+	if err := json.NewDecoder(io.LimitReader(res.body, maxAnswer)).Decode(v); err != nil {
+		return fmt.Errorf("decode the answer of GET %s: %w", path, err)
+	}
+	return nil
+}

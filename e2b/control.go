@@ -92,12 +92,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, key string) {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, key string, cr createRequest, body map[string]any) error {
 	b, _ := json.Marshal(body)
-	res, err := s.call(r, key, http.MethodPost, "/v1/sessions", bytes.NewReader(b), http.Header{"Content-Type": {"application/json"}})
+	res, err := s.expect(r, key, http.MethodPost, "/v1/sessions", bytes.NewReader(b),
+		http.Header{"Content-Type": {"application/json"}}, http.StatusCreated)
 	if err != nil {
 		return err
-	}
-	if res.status != http.StatusCreated {
-		return apiError(res)
 	}
 	defer res.body.Close()
 	var sess struct {
@@ -147,20 +145,13 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, key string, connec
 		s.writeErr(w, r, errorf(http.StatusNotFound, "sandbox %q not found", id))
 		return
 	}
-	res, err := s.call(r, key, http.MethodGet, "/v1/sessions/"+id, nil, nil)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	if res.status != http.StatusOK {
-		s.writeErr(w, r, apiError(res))
-		return
-	}
 	var sess struct {
 		ExpiresAt string `json:"expires_at"`
 	}
-	_ = json.NewDecoder(io.LimitReader(res.body, maxControlBody)).Decode(&sess)
-	res.body.Close()
+	if err := s.getJSON(r, key, "/v1/sessions/"+id, &sess); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
 	sb := s.reg.get(id)
 	if sb == nil {
 		s.writeErr(w, r, errorf(http.StatusNotFound, "session %s was not created through the E2B endpoint (or the supervisor restarted since)", id))
@@ -179,16 +170,10 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, key string) {
 		s.writeErr(w, r, errorf(http.StatusNotFound, "sandbox %q not found", id))
 		return
 	}
-	res, err := s.call(r, key, http.MethodDelete, "/v1/sessions/"+id, nil, nil)
-	if err != nil {
+	if err := s.do(r, key, http.MethodDelete, "/v1/sessions/"+id, http.StatusNoContent); err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
-	if res.status != http.StatusNoContent {
-		s.writeErr(w, r, apiError(res))
-		return
-	}
-	res.body.Close()
 	// The API deleted it for this key, so the key owned it.
 	s.reg.remove(id)
 	s.log.Info("e2b sandbox killed", "sandbox_id", id)

@@ -106,13 +106,9 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		s.writeErr(w, r, err)
 		return
 	}
-	res, err := s.call(r, sb.key, http.MethodGet, filePath(sb, rel), nil, nil)
+	res, err := s.expect(r, sb.key, http.MethodGet, filePath(sb, rel), nil, nil, http.StatusOK)
 	if err != nil {
 		s.writeErr(w, r, err)
-		return
-	}
-	if res.status != http.StatusOK {
-		s.writeErr(w, r, apiError(res))
 		return
 	}
 	defer res.body.Close()
@@ -186,12 +182,9 @@ func (s *Server) putFile(r *http.Request, sb *sandbox, name string, body io.Read
 		return entryInfo{}, err
 	}
 	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
-	res, err := s.call(r, sb.key, http.MethodPut, filePath(sb, rel), withLength{body, size}, hdr)
+	res, err := s.expect(r, sb.key, http.MethodPut, filePath(sb, rel), withLength{body, size}, hdr, http.StatusCreated)
 	if err != nil {
 		return entryInfo{}, err
-	}
-	if res.status != http.StatusCreated {
-		return entryInfo{}, apiError(res)
 	}
 	res.body.Close()
 	return entryInfo{Name: path.Base(rel), Type: "file", Path: workspace + "/" + rel}, nil

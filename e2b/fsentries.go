@@ -1,8 +1,6 @@
 package e2b
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"path"
 	"strings"
@@ -53,18 +51,10 @@ func connectEntry(f apiFile) map[string]any {
 
 // listing fetches the whole workspace listing.
 func (s *Server) listing(r *http.Request, sb *sandbox) ([]apiFile, error) {
-	res, err := s.call(r, sb.key, http.MethodGet, sessionPath(sb, "/files"), nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	if res.status != http.StatusOK {
-		return nil, apiError(res)
-	}
-	defer res.body.Close()
 	var l struct {
 		Files []apiFile `json:"files"`
 	}
-	if err := json.NewDecoder(io.LimitReader(res.body, 256<<20)).Decode(&l); err != nil {
+	if err := s.getJSON(r, sb.key, sessionPath(sb, "/files"), &l); err != nil {
 		return nil, err
 	}
 	return l.Files, nil
@@ -127,14 +117,9 @@ func (s *Server) remove(r *http.Request, sb *sandbox, rel string) (any, error) {
 	if rel == "" {
 		return nil, errorf(http.StatusBadRequest, "the workspace itself cannot be removed")
 	}
-	res, err := s.call(r, sb.key, http.MethodDelete, filePath(sb, rel), nil, nil)
-	if err != nil {
+	if err := s.do(r, sb.key, http.MethodDelete, filePath(sb, rel), http.StatusNoContent); err != nil {
 		return nil, err
 	}
-	if res.status != http.StatusNoContent {
-		return nil, apiError(res)
-	}
-	res.body.Close()
 	return map[string]any{}, nil
 }
 

@@ -94,14 +94,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		return
 	}
 	b, _ := json.Marshal(body)
-	res, err := s.call(r, sb.key, http.MethodPost, sessionPath(sb, "/exec"), bytes.NewReader(b),
-		http.Header{"Content-Type": {"application/json"}, "Accept": {"application/x-ndjson"}})
+	res, err := s.expect(r, sb.key, http.MethodPost, sessionPath(sb, "/exec"), bytes.NewReader(b),
+		http.Header{"Content-Type": {"application/json"}, "Accept": {"application/x-ndjson"}}, http.StatusOK)
 	if err != nil {
 		s.writeErr(w, r, err)
-		return
-	}
-	if res.status != http.StatusOK {
-		s.writeErr(w, r, apiError(res))
 		return
 	}
 	defer res.body.Close()
@@ -167,23 +163,12 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request, sb *sandb
 // listContexts lists the contexts created and the languages whose kernel
 // runs (GET /v1/sessions/{id}), less those removed since.
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	res, err := s.call(r, sb.key, http.MethodGet, sessionPath(sb), nil, nil)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	if res.status != http.StatusOK {
-		s.writeErr(w, r, apiError(res))
-		return
-	}
 	var sess struct {
 		Kernels []struct {
 			Language string `json:"language"`
 		} `json:"kernels"`
 	}
-	err = json.NewDecoder(io.LimitReader(res.body, maxControlBody)).Decode(&sess)
-	res.body.Close()
-	if err != nil {
+	if err := s.getJSON(r, sb.key, sessionPath(sb), &sess); err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
@@ -213,16 +198,10 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request, sb *sand
 		s.writeErr(w, r, err)
 		return
 	}
-	res, err := s.call(r, sb.key, http.MethodPost, sessionPath(sb, "/kernels/", lang, "/restart"), nil, nil)
-	if err != nil {
+	if err := s.do(r, sb.key, http.MethodPost, sessionPath(sb, "/kernels/", lang, "/restart"), http.StatusOK); err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
-	if res.status != http.StatusOK {
-		s.writeErr(w, r, apiError(res))
-		return
-	}
-	res.body.Close()
 	if remove {
 		sb.mu.Lock()
 		sb.contexts[lang] = false

@@ -1,12 +1,13 @@
 package integration
 
 import (
+	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/testca"
 	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
@@ -18,7 +19,8 @@ import (
 // streamed loop, JavaScript, a file round trip, an error with its
 // traceback, contexts, another key and a wrong token refused, and kill
 // (e2b/sdktest/e2b.test.mjs). The audit trail shows the calls under the
-// key's name, as for --listen.
+// key's name, as for --listen. The listener speaks TLS (--tls-cert), as
+// --listen does.
 func TestE2BOfficialSDK(t *testing.T) {
 	in := setup(t)
 	dir := filepath.Join(in.repo, "e2b", "sdktest")
@@ -27,28 +29,22 @@ func TestE2BOfficialSDK(t *testing.T) {
 		return
 	}
 	keys := writeOwned(t, in, "keys", []byte("alice:"+itKeyAlice+"\nbob:"+itKeyBob+"\n"), 0o600)
+	// The TLS of --listen applies to --e2b-listen: the SDK speaks HTTPS,
+	// trusting the test CA.
+	certs := ownedDir(t, in)
+	ca := testca.New(t, "it CA")
+	srvCert, srvKey := ca.WriteLeaf(t, certs, testca.Leaf{Name: "server", Serial: 100, IPs: loopback})
+	caFile := ca.WriteCA(t, certs)
+	chownAll(t, in, srvCert, srvKey, caFile)
 	addr := "127.0.0.1:" + freePort(t)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--e2b-listen", addr, "--api-keys-file", keys}})
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--e2b-listen", addr, "--api-keys-file", keys,
+		"--tls-cert", srvCert, "--tls-key", srvKey}})
 	waitTCP(t, s, addr)
-	cmd := exec.Command("node", "--test", "--test-reporter=spec", "--test-concurrency=1", "e2b.test.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "E2B_API_URL=http://"+addr, "E2B_SANDBOX_URL=http://"+addr,
-		"E2B_API_KEY="+itKeyAlice, "E2B_OTHER_KEY="+itKeyBob)
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("the SDK test did not finish in 5 minutes:\n%s", out)
-	}
-	t.Logf("node --test e2b.test.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the official E2B SDK failed against --e2b-listen: %v\nsupervisor log:\n%s", err, s.logs)
-	}
+	env := append(os.Environ(), "E2B_API_URL=https://"+addr, "E2B_SANDBOX_URL=https://"+addr,
+		"E2B_API_KEY="+itKeyAlice, "E2B_OTHER_KEY="+itKeyBob, "NODE_EXTRA_CA_CERTS="+caFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	runLogged(t, ctx, dir, env, "node", "--test", "--test-reporter=spec", "--test-concurrency=1", "e2b.test.mjs")
 	found := map[string]bool{}
 	for _, r := range s.auditRecords() {
 		if c, _ := r["caller"].(string); c != "" {
