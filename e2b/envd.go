@@ -28,7 +28,12 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 	mux.HandleFunc("POST /filesystem.Filesystem/{method}", func(w http.ResponseWriter, r *http.Request) { s.filesystemRPC(w, r, sb) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/process.Process/") {
-			writeConnectErr(w, unsupported("commands and processes (sandbox.commands, pty): run code with runCode, or bash through runCode(code, {language: 'bash'})"))
+			err := unsupported("commands and processes (sandbox.commands, pty): run bash through runCode(code, {language: 'bash'})")
+			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/connect+") {
+				writeConnectStreamErr(w, err)
+				return
+			}
+			writeConnectErr(w, err)
 			return
 		}
 		s.writeErr(w, r, unsupported(r.Method+" "+r.URL.Path+" on port 49983"))

@@ -1,6 +1,8 @@
 package e2b
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"net/http"
 	"path"
 	"strings"
@@ -133,16 +135,41 @@ var connectCodes = map[int]string{
 	http.StatusBadGateway: "unavailable",
 }
 
-// writeConnectErr answers a Connect unary error: the code's HTTP status
-// and {"code", "message"}.
-func writeConnectErr(w http.ResponseWriter, err error) {
+// writeConnectStreamErr answers a Connect streaming call with an error: a
+// 200 whose only message is the end-of-stream envelope (flags 0x02, a
+// 4-byte big-endian length, then {"error": {"code", "message"}}), the one
+// place the streaming protocol carries an error with its message.
+func writeConnectStreamErr(w http.ResponseWriter, err error) {
+	code, msg := connectError(err)
+	payload, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	env := make([]byte, 5, 5+len(payload))
+	env[0] = 0x02
+	binary.BigEndian.PutUint32(env[1:], uint32(len(payload)))
+	w.Header().Set("Content-Type", "application/connect+json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(env, payload...))
+}
+
+// connectError is err's Connect code and message.
+func connectError(err error) (code, msg string) {
 	e, ok := err.(*e2bError) //nolint:errorlint // only this package's own errors, never wrapped
 	if !ok {
 		e = errorf(http.StatusInternalServerError, "%v", err)
 	}
-	code, ok := connectCodes[e.Status]
+	code, ok = connectCodes[e.Status]
 	if !ok {
 		code = "internal"
 	}
-	writeJSON(w, e.Status, map[string]string{"code": code, "message": e.Message})
+	return code, e.Message
+}
+
+// writeConnectErr answers a Connect unary error: the code's HTTP status
+// and {"code", "message"}.
+func writeConnectErr(w http.ResponseWriter, err error) {
+	code, msg := connectError(err)
+	status := http.StatusInternalServerError
+	if e, ok := err.(*e2bError); ok { //nolint:errorlint // only this package's own errors, never wrapped
+		status = e.Status
+	}
+	writeJSON(w, status, map[string]string{"code": code, "message": msg})
 }

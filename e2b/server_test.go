@@ -123,6 +123,12 @@ func TestServerRoutes(t *testing.T) {
 	if w, _ = do(t, s, "POST", "/process.Process/Start", sbx(portEnvd, tok), strings.NewReader(`{}`)); w.Code != 501 {
 		t.Fatalf("commands: %d", w.Code)
 	}
+	h = sbx(portEnvd, tok)
+	h["Content-Type"] = "application/connect+json"
+	if w, _ = do(t, s, "POST", "/process.Process/Start", h, strings.NewReader(`{}`)); w.Code != 200 ||
+		w.Body.Bytes()[0] != 0x02 || !strings.Contains(w.Body.String(), `{"error":{"code":"unimplemented","message":"sandboxd's E2B endpoint does not support commands`) {
+		t.Fatalf("commands, streamed: %d %q", w.Code, w.Body.String())
+	}
 	if w, _ = do(t, s, "DELETE", "/sandboxes/..%2Fexec", map[string]string{"X-API-KEY": "k1"}, nil); w.Code != 404 {
 		t.Fatalf("a bad sandbox id: %d", w.Code)
 	}

@@ -173,6 +173,27 @@ test('another key cannot reach the sandbox; a wrong key creates nothing', async 
   assert.equal((await sandbox.runCode('print(1)')).logs.stdout[0], '1\n')
 })
 
+test('what is not supported says so', async () => {
+  await assert.rejects(sandbox.commands.run('ls'), (err) => {
+    assert.match(String(err), /does not support commands/)
+    return true
+  })
+  await assert.rejects(sandbox.files.makeDir('newdir'), (err) => {
+    assert.match(String(err), /does not support filesystem\.MakeDir/)
+    return true
+  })
+  // (the SDK shows the status only for the code interpreter's 4xx; the
+  // message is in the body. A short request timeout: see 'kill'.)
+  await assert.rejects(sandbox.runCode('1', { language: 'r', requestTimeoutMs: 2000 }), (err) => {
+    assert.match(String(err), /400 Bad Request/)
+    return true
+  })
+  await assert.rejects(sandbox.files.read('/etc/passwd'), (err) => {
+    assert.match(String(err), /outside the sandbox's workspace/)
+    return true
+  })
+})
+
 test('kill', async () => {
   const sbx = await Sandbox.create({ timeoutMs: 60_000 })
   assert.equal(await sbx.isRunning(), true)
