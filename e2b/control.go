@@ -157,6 +157,13 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, key string, connec
 		s.writeErr(w, r, errorf(http.StatusNotFound, "session %s was not created through the E2B endpoint (or the supervisor restarted since)", id))
 		return
 	}
+	if connect && !sb.createdBy(key) {
+		// The token acts as the creating key: an admin key, which the
+		// API lets see every session, must not obtain it and act (and be
+		// audited) as another caller.
+		s.writeErr(w, r, errorf(http.StatusForbidden, "only the key that created sandbox %s can connect to it", id))
+		return
+	}
 	m := sandboxJSON(sb, connect)
 	m["endAt"] = sess.ExpiresAt
 	writeJSON(w, http.StatusOK, m)

@@ -32,6 +32,12 @@ func (sb *sandbox) tokenOK(tok string) bool {
 	return tok != "" && subtle.ConstantTimeCompare(sum[:], sb.tokenSum[:]) == 1
 }
 
+// createdBy reports in constant time whether key created the sandbox.
+func (sb *sandbox) createdBy(key string) bool {
+	a, b := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(sb.key))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
 // registry maps sandbox ids to sandboxes. It lives in memory: a restarted
 // supervisor keeps its sessions but forgets their tokens.
 type registry struct {

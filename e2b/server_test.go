@@ -28,9 +28,13 @@ func (a *stubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.seen = append(a.seen, r.Method+" "+r.URL.EscapedPath()+" "+r.Header.Get("Authorization")+" "+string(b))
 	a.mu.Unlock()
 	switch {
+	case r.Header.Get("Authorization") == "Bearer admin" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"id":"`+stubSession+`","expires_at":"2026-01-01T00:00:00Z"}`)
 	case r.Header.Get("Authorization") != "Bearer k1":
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"error":{"code":"unauthenticated","message":"bad key"}}`)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/sessions/"+stubSession:
+		_, _ = io.WriteString(w, `{"id":"`+stubSession+`","expires_at":"2026-01-01T00:00:00Z"}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/sessions":
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"`+stubSession+`"}`)
@@ -129,6 +133,17 @@ func TestServerRoutes(t *testing.T) {
 		w.Body.Bytes()[0] != 0x02 || !strings.Contains(w.Body.String(), `{"error":{"code":"unimplemented","message":"sandboxd's E2B endpoint does not support commands`) {
 		t.Fatalf("commands, streamed: %d %q", w.Code, w.Body.String())
 	}
+	// Connect gives the token to the creating key only, not to a key the
+	// API lets see the session (an admin).
+	if w, m = do(t, s, "POST", "/v2/sandboxes/"+stubSession+"/connect", map[string]string{"X-API-KEY": "k1"}, nil); w.Code != 200 || m["envdAccessToken"] != tok {
+		t.Fatalf("connect: %d %v", w.Code, m)
+	}
+	if w, m = do(t, s, "POST", "/v2/sandboxes/"+stubSession+"/connect", map[string]string{"X-API-KEY": "admin"}, nil); w.Code != 403 || m["envdAccessToken"] != nil {
+		t.Fatalf("connect by another key: %d %v", w.Code, m)
+	}
+	if w, m = do(t, s, "GET", "/sandboxes/"+stubSession, map[string]string{"X-API-KEY": "admin"}, nil); w.Code != 200 || m["envdAccessToken"] != nil || m["endAt"] != "2026-01-01T00:00:00Z" {
+		t.Fatalf("info: %d %v", w.Code, m)
+	}
 	if w, _ = do(t, s, "DELETE", "/sandboxes/..%2Fexec", map[string]string{"X-API-KEY": "k1"}, nil); w.Code != 404 {
 		t.Fatalf("a bad sandbox id: %d", w.Code)
 	}
@@ -143,6 +158,9 @@ func TestServerRoutes(t *testing.T) {
 		`POST /v1/sessions Bearer k1 {"ttl_seconds":300}`,
 		`POST /v1/sessions/` + stubSession + `/exec Bearer k1 {"code":"print('hi')","language":"python","mode":"kernel"}`,
 		"PUT /v1/sessions/" + stubSession + "/files/a%20dir/f.txt Bearer k1 data",
+		"GET /v1/sessions/" + stubSession + " Bearer k1 ",
+		"GET /v1/sessions/" + stubSession + " Bearer admin ",
+		"GET /v1/sessions/" + stubSession + " Bearer admin ",
 		"DELETE /v1/sessions/" + stubSession + " Bearer k1 ",
 	}
 	if got := api.calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
