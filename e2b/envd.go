@@ -229,6 +229,9 @@ func (s *Server) filesystemRPC(w http.ResponseWriter, r *http.Request, sb *sandb
 		err = unsupported("filesystem." + m)
 	}
 	if err != nil {
+		if e, ok := err.(*e2bError); ok { //nolint:errorlint // only this package's own errors, never wrapped
+			s.forgetIfGone(r, e)
+		}
 		writeConnectErr(w, err)
 		return
 	}

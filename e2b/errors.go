@@ -16,6 +16,9 @@ const maxErrorBody = 64 << 10
 type e2bError struct {
 	Status  int    `json:"code"`
 	Message string `json:"message"`
+	// sessionGone: the API answered that the session does not exist, so
+	// the sandbox is forgotten (a session the TTL reaped leaves no entry).
+	sessionGone bool
 }
 
 func (e *e2bError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Message) }
@@ -44,8 +47,13 @@ func apiError(res *response) *e2bError {
 		return errorf(res.status, "sandboxd answered %d", res.status)
 	}
 	e := errorf(res.status, "sandboxd: %s: %s", body.Error.Code, body.Error.Message)
+	e.sessionGone = res.status == http.StatusNotFound && body.Error.Message == noSuchSession
 	return e
 }
+
+// noSuchSession is the API's message for a session that does not exist
+// (for the caller); a file that does not exist has another.
+const noSuchSession = "no such session"
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -63,6 +71,7 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("e2b request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = errorf(http.StatusInternalServerError, "internal error; see the supervisor log")
 	}
+	s.forgetIfGone(r, e)
 	s.log.Debug("e2b request refused", slog.Int("status", e.Status), "method", r.Method, "path", r.URL.Path, "message", e.Message)
 	writeJSON(w, e.Status, e)
 }

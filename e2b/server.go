@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -51,6 +52,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
+	r = r.WithContext(context.WithValue(r.Context(), sandboxKey{}, sb))
 	switch port := r.Header.Get("E2b-Sandbox-Port"); port {
 	case portJupyter:
 		s.serveJupyter(w, r, sb)
@@ -58,6 +60,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveEnvd(w, r, sb)
 	default:
 		s.writeErr(w, r, unsupported("sandbox port "+quote(port)+" (49999: code, 49983: files)"))
+	}
+}
+
+// sandboxKey carries the sandbox of a sandbox route in its context.
+type sandboxKey struct{}
+
+// forgetIfGone drops the sandbox of r when the API said its session is gone.
+func (s *Server) forgetIfGone(r *http.Request, e *e2bError) {
+	if sb, ok := r.Context().Value(sandboxKey{}).(*sandbox); ok && e.sessionGone {
+		s.reg.remove(sb.id)
+		s.log.Info("e2b sandbox gone", "sandbox_id", sb.id)
 	}
 }
 

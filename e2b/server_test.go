@@ -18,6 +18,7 @@ import (
 type stubAPI struct {
 	mu   sync.Mutex
 	seen []string // "METHOD path bearer body"
+	gone bool     // every session is gone
 }
 
 const stubSession = "0123456789abcdef0123456789abcdef"
@@ -28,6 +29,9 @@ func (a *stubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.seen = append(a.seen, r.Method+" "+r.URL.EscapedPath()+" "+r.Header.Get("Authorization")+" "+string(b))
 	a.mu.Unlock()
 	switch {
+	case a.gone:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such session"}}`)
 	case r.Header.Get("Authorization") == "Bearer admin" && r.Method == http.MethodGet:
 		_, _ = io.WriteString(w, `{"id":"`+stubSession+`","expires_at":"2026-01-01T00:00:00Z"}`)
 	case r.Header.Get("Authorization") != "Bearer k1":
@@ -144,6 +148,43 @@ func TestServerRoutes(t *testing.T) {
 	if w, m = do(t, s, "GET", "/sandboxes/"+stubSession, map[string]string{"X-API-KEY": "admin"}, nil); w.Code != 200 || m["envdAccessToken"] != nil || m["endAt"] != "2026-01-01T00:00:00Z" {
 		t.Fatalf("info: %d %v", w.Code, m)
 	}
+	want := []string{
+		"POST /v1/sessions Bearer k2 {}",
+		`POST /v1/sessions Bearer k1 {"ttl_seconds":300}`,
+		`POST /v1/sessions/` + stubSession + `/exec Bearer k1 {"code":"print('hi')","language":"python","mode":"kernel"}`,
+		"PUT /v1/sessions/" + stubSession + "/files/a%20dir/f.txt Bearer k1 data",
+		"GET /v1/sessions/" + stubSession + " Bearer k1 ",
+		"GET /v1/sessions/" + stubSession + " Bearer admin ",
+		"GET /v1/sessions/" + stubSession + " Bearer admin ",
+	}
+	if got := api.calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("API calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A session the API no longer knows (reaped by its TTL) forgets its
+	// sandbox: the next call is E2B's 502 "not found".
+	api.gone = true
+	if w, _ = do(t, s, "POST", "/filesystem.Filesystem/ListDir", sbx(portEnvd, tok), strings.NewReader(`{"path":"/home/user"}`)); w.Code != 404 {
+		t.Fatalf("list in a reaped session: %d", w.Code)
+	}
+	if s.reg.get(stubSession) != nil {
+		t.Fatal("the sandbox of a reaped session is still registered")
+	}
+	if w, _ = do(t, s, "POST", "/execute", sbx(portJupyter, tok), strings.NewReader(`{"code":"1"}`)); w.Code != 502 {
+		t.Fatalf("execute in a forgotten sandbox: %d", w.Code)
+	}
+}
+
+func TestServerKill(t *testing.T) {
+	api := &stubAPI{}
+	s := New(api, nil)
+	w, m := do(t, s, "POST", "/v2/sandboxes", map[string]string{"X-API-KEY": "k1"}, strings.NewReader(`{}`))
+	if w.Code != 201 {
+		t.Fatalf("create: %d %v", w.Code, m)
+	}
+	tok := m["envdAccessToken"].(string)
+	sbx := func(port, tok string) map[string]string {
+		return map[string]string{"E2b-Sandbox-Id": stubSession, "E2b-Sandbox-Port": port, "X-Access-Token": tok}
+	}
 	if w, _ = do(t, s, "DELETE", "/sandboxes/..%2Fexec", map[string]string{"X-API-KEY": "k1"}, nil); w.Code != 404 {
 		t.Fatalf("a bad sandbox id: %d", w.Code)
 	}
@@ -153,16 +194,7 @@ func TestServerRoutes(t *testing.T) {
 	if w, _ = do(t, s, "GET", "/health", sbx(portEnvd, tok), nil); w.Code != 502 {
 		t.Fatalf("health after kill: %d", w.Code)
 	}
-	want := []string{
-		"POST /v1/sessions Bearer k2 {}",
-		`POST /v1/sessions Bearer k1 {"ttl_seconds":300}`,
-		`POST /v1/sessions/` + stubSession + `/exec Bearer k1 {"code":"print('hi')","language":"python","mode":"kernel"}`,
-		"PUT /v1/sessions/" + stubSession + "/files/a%20dir/f.txt Bearer k1 data",
-		"GET /v1/sessions/" + stubSession + " Bearer k1 ",
-		"GET /v1/sessions/" + stubSession + " Bearer admin ",
-		"GET /v1/sessions/" + stubSession + " Bearer admin ",
-		"DELETE /v1/sessions/" + stubSession + " Bearer k1 ",
-	}
+	want := []string{"POST /v1/sessions Bearer k1 {}", "DELETE /v1/sessions/" + stubSession + " Bearer k1 "}
 	if got := api.calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("API calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
