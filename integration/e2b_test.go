@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,25 @@ func TestE2BOfficialSDK(t *testing.T) {
 	for _, want := range []string{"key:alice session.create", "key:alice kernel_exec", "key:alice file.put", "key:alice session.delete"} {
 		if !found[want] {
 			t.Errorf("no audit record %q; have %v", want, found)
+		}
+	}
+}
+
+// TestE2BRefusesToStart: --e2b-listen is held to the rules of --listen: no
+// listener without API keys, and without keys (--allow-no-auth) loopback
+// only.
+func TestE2BRefusesToStart(t *testing.T) {
+	in := setup(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--e2b-listen", "127.0.0.1:" + freePort(t)}, "refusing to listen on TCP without API keys"},
+		{[]string{"--e2b-listen", "0.0.0.0:" + freePort(t), "--allow-no-auth"}, "is not a loopback address"},
+		{[]string{"--e2b-listen", "127.0.0.1:99999", "--allow-no-auth"}, "not in 0..65535"},
+	} {
+		if out := refusesToStart(t, in, nil, tc.args...); !strings.Contains(out, tc.want) {
+			t.Errorf("%v: want %q in:\n%s", tc.args, tc.want, out)
 		}
 	}
 }
