@@ -89,6 +89,9 @@ func (s *Server) sandboxFor(r *http.Request, id string) (*sandbox, error) {
 		tok = r.Header.Get("E2b-Traffic-Access-Token")
 	}
 	if !sb.tokenOK(tok) {
+		// Never the token itself in the log.
+		s.log.Info("e2b request with a missing or wrong access token", "sandbox_id", id,
+			"remote_addr", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
 		return nil, errorf(http.StatusUnauthorized, "missing or wrong access token for sandbox %q", id)
 	}
 	return sb, nil
