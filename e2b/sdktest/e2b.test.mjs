@@ -70,10 +70,7 @@ df
   assert.deepEqual(r.formats(), ['html'])
 })
 
-// The runner applies an exec's env (kernel/runners), but the supervisor
-// does not yet hand a kernel exec's env to the kernel (supervisor/runner.go
-// builds the channel's execute request without it): todo until it does.
-test('per-call env', { todo: 'the supervisor does not pass a kernel exec\'s env to the kernel yet' }, async () => {
+test('per-call env', async () => {
   const execution = await sandbox.runCode('import os; print(os.environ.get("MY_VAR"))', {
     envs: { MY_VAR: 'my_value' },
   })
