@@ -19,6 +19,9 @@ func TestMount(t *testing.T) {
 	ts := startTCP(t, nil, func(s *Server) {
 		srv = s
 		s.Mount(fronted[0], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/front/panic" {
+				panic("front handler bug")
+			}
 			if r.URL.Path != "/front/sessions" {
 				w.WriteHeader(http.StatusTeapot)
 				return
@@ -56,6 +59,8 @@ func TestMount(t *testing.T) {
 		{"/front/sessions", "", http.StatusUnauthorized},
 		{"/front/sessions", strings.Repeat("0", 48), http.StatusUnauthorized},
 		{"/v1/sessions", keyAlice, http.StatusTeapot}, // the API itself is not served there
+		{"/front/panic", "", http.StatusInternalServerError},
+		{"/front/sessions", keyAlice, http.StatusOK}, // still serving after the panic
 	} {
 		if got := do(tc.path, tc.key); got != tc.want {
 			t.Errorf("GET %s with key %q: %d; want %d", tc.path, tc.key, got, tc.want)

@@ -129,12 +129,13 @@ type frontKey struct{}
 // supervisor's own -- the same connection and caller limits, timeouts and
 // shutdown as --listen -- and h reaches the API in-process through Handler,
 // with the request's context, so every API call it makes is authenticated
-// by API key exactly as a --listen request. Call it before Serve.
+// by API key exactly as a --listen request. A panic in h is answered 500
+// for that request only, as in the API (I9). Call it before Serve.
 func (s *Server) Mount(ln net.Listener, h http.Handler) {
 	if s.fronts == nil {
 		s.fronts = map[net.Listener]http.Handler{}
 	}
-	s.fronts[ln] = h
+	s.fronts[ln] = s.recoverPanics(h)
 }
 
 // serveFronts routes a mounted listener's requests to its handler.
