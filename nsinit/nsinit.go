@@ -100,7 +100,12 @@ func Main(pre PreludeOutcome) int {
 	unix.CloseOnExec(spec.FDRelease)
 	warmUp() // before enter blocks on the spec
 	l := &launch{rep: rep, pre: pre, net: checkNetwork()}
-	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
+	return runSteps([]func() int{l.enter, l.network, l.seccomp, l.drop, l.exec})
+}
+
+// runSteps runs the launch's steps in order and returns the helper's status.
+func runSteps(steps []func() int) int {
+	for _, step := range steps {
 		if status := step(); status != 0 {
 			return status
 		}
