@@ -103,14 +103,18 @@ func Main(pre PreludeOutcome) int {
 	return runSteps([]func() int{l.enter, l.network, l.seccomp, l.drop, l.exec})
 }
 
-// runSteps runs the launch's steps in order and returns the helper's status.
+// runSteps runs the launch's steps in order and returns the helper's
+// status: the first failing set-up step's, or else the last step's (exec:
+// bwrap's status as is, 0 included -- 0 there is the payload's success,
+// not "step passed").
 func runSteps(steps []func() int) int {
-	for _, step := range steps {
+	last := len(steps) - 1
+	for _, step := range steps[:last] {
 		if status := step(); status != 0 {
 			return status
 		}
 	}
-	return spec.ExitExec // unreachable: exec returns bwrap's status or fails
+	return steps[last]()
 }
 
 // preludeFacts are the prelude's facts, in every enter report.
@@ -518,12 +522,22 @@ func (l *launch) relay(pid int) int {
 		break
 	}
 	if ws.Signaled() {
-		// Die the same way, so the supervisor sees bwrap's signal.
-		signal.Reset(ws.Signal())
-		_ = unix.Kill(os.Getpid(), ws.Signal())
+		dieBy(ws.Signal())
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// dieBy ends this process by sig, so that its parent sees bwrap's signal.
+// The signal goes to this very thread (tgkill), not the process: a
+// process-directed signal may be taken by another thread while this one
+// returns and exits 128+sig first. The kernel delivers it before tgkill
+// returns to this thread, and the runtime's handler, with no Notify left
+// for it, dies by it.
+func dieBy(sig syscall.Signal) {
+	runtime.LockOSThread()
+	signal.Reset(sig)
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), sig)
 }
 
 // killSandbox stops bwrap (so it forks nothing more), kills its children --
