@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -521,11 +522,31 @@ func (l *launch) relay(pid int) int {
 		}
 		break
 	}
+	endKeeper(l.pre)
 	if ws.Signaled() {
 		dieBy(ws.Signal())
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// endKeeper closes the keeper's life pipe -- the keeper kills whatever is
+// left in the sandbox's user namespace and exits -- and reaps it (it became this
+// process's child in the prelude), so that it is not left to the
+// supervisor as a zombie. Bounded: a keeper still tearing its namespace
+// down after a second is left to the supervisor, a child subreaper.
+func endKeeper(pre PreludeOutcome) {
+	if pre.LifeFD > 2 {
+		unix.Close(pre.LifeFD)
+	}
+	if pre.KeeperPID <= 0 {
+		return
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if pid, err := unix.Wait4(pre.KeeperPID, nil, unix.WNOHANG, nil); pid != 0 || (err != nil && err != unix.EINTR) {
+			return
+		}
+	}
 }
 
 // dieBy ends this process by sig, so that its parent sees bwrap's signal.
