@@ -22,8 +22,17 @@
 // check and the moment an interpreter reads it -- hours later for a
 // session's kernel -- and run code in other callers' sandboxes.
 //
-// It must never follow a symlink out of the tree, and never trust a
-// manifest it did not check is root-owned (the caller checks).
+// It also owns the root side of environments (install.go), run by
+// sandboxctl as root, never by the helper: unpacking a build's tar (bytes a
+// sandbox produced: untrusted), installing the tree at its content-
+// addressed place, and registering or removing it in the helper's
+// root-owned config.
+//
+// It must never follow a symlink out of the tree, never trust a manifest
+// it did not check is root-owned (the caller checks), never extract
+// anything from a tar but regular files and directories below the target
+// directory, created new with fixed modes, and never write a helper config
+// that does not validate.
 package envtree
 
 import (
