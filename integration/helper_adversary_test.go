@@ -13,27 +13,42 @@ import (
 	"time"
 )
 
-// holderSignaller is run as the service user (a compromised supervisor's
-// uid). It starts the installed helper with the fds the supervisor would
-// give it, in a directory every uid may write, with RLIMIT_CORE unlimited
-// (the caller chooses both), catches the prelude's user-namespace holder
-// and sends it SIGQUIT: a holder the service uid may signal dumps core as
-// the namespace owner into that directory. It stops after `want` holders
-// were caught or `tries` starts, and prints what each kill returned.
-const holderSignaller = `
-import errno, json, os, resource, signal, sys, time
-
+// pyChildren is the Python function the service-uid scripts use to list a
+// process's children.
+const pyChildren = `
 def children(pid):
     try:
         with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
             return [int(x) for x in f.read().split()]
     except OSError:
         return []
+`
 
-helper, cwd, want, tries = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+// holderSignaller is run as the service user (a compromised supervisor's
+// uid). It starts the installed helper with the fds the supervisor would
+// give it, in a directory every uid may write, with RLIMIT_CORE unlimited
+// (the caller chooses both), catches the prelude's user-namespace holder
+// and sends it SIGQUIT, once the holder's real uid is the owner's or after
+// 50 ms: a holder the service uid may signal dumps core as the namespace
+// owner into that directory. It stops after `want` holders were caught as
+// the owner or `tries` starts, and prints what each kill returned, by the
+// holder's real uid when it was sent.
+const holderSignaller = `
+import errno, json, os, resource, signal, sys, time
+` + pyChildren + `
+def ruid(pid):
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for line in f:
+                if line.startswith('Uid:'):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+
+helper, cwd, owner, want, tries = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 kills, started = {}, 0
-while sum(kills.values()) < want and started < tries:
+while sum(n for k, n in kills.items() if k.startswith('owner:')) < want and started < tries:
     started += 1
     fds = [os.pipe() for _ in range(4)]
     pid = os.fork()
@@ -48,13 +63,21 @@ while sum(kills.values()) < want and started < tries:
     while time.time() < deadline:
         kids = children(pid)
         if kids:
+            # Wait (briefly) for the holder to be the owner by real uid;
+            # whatever it is by then says which bucket the kill counts in.
+            h, until, who = kids[0], time.time() + 0.05, None
+            while time.time() < until:
+                who = ruid(h)
+                if who is None or who == owner:
+                    break
             try:
-                os.kill(kids[0], signal.SIGQUIT)
+                os.kill(h, signal.SIGQUIT)
                 r = 'ok'
             except OSError as e:
                 r = errno.errorcode[e.errno]
-            if r != 'ESRCH':
-                kills[r] = kills.get(r, 0) + 1
+            if r != 'ESRCH' and who is not None:
+                k = ('owner:' if who == owner else 'caller:') + r
+                kills[k] = kills.get(k, 0) + 1
             break
         if os.waitpid(pid, os.WNOHANG)[0] != 0:
             pid = None
@@ -89,7 +112,7 @@ func TestHelperHolderNotSignallable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("setpriv", "--reuid="+strconv.Itoa(in.uid), "--regid="+strconv.Itoa(in.gid), "--clear-groups",
-		"/usr/bin/python3", script, in.path("libexec/nsinit"), cwd, "10", "400").Output()
+		"/usr/bin/python3", script, in.path("libexec/nsinit"), cwd, strconv.Itoa(in.ownerUID), "10", "400").Output()
 	if err != nil {
 		t.Fatalf("signaller: %v: %s", err, out)
 	}
@@ -100,16 +123,21 @@ func TestHelperHolderNotSignallable(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("signaller output %q: %v", out, err)
 	}
-	t.Logf("%d helpers started; SIGQUIT to a live holder returned %v", res.Started, res.Kills)
-	caught := 0
-	for _, n := range res.Kills {
-		caught += n
+	t.Logf("%d helpers started; SIGQUIT to a live holder, by its real uid when sent: %v", res.Started, res.Kills)
+	asOwner := 0
+	for k, n := range res.Kills {
+		if strings.HasPrefix(k, "owner:") {
+			asOwner += n
+		}
 	}
-	if caught == 0 {
-		t.Fatalf("never caught a live holder in %d starts: the test proves nothing", res.Started)
+	// A kill sent while the holder's real uid is still the caller's (the
+	// instant between its fork and its first setresuid) may succeed; the
+	// holder has every blockable signal blocked then, so it stays pending.
+	if asOwner == 0 {
+		t.Errorf("never caught a holder whose real uid is the owner's in %d starts (kills %v)", res.Started, res.Kills)
 	}
-	if res.Kills["ok"] > 0 {
-		t.Errorf("the service uid signalled the holder %d times of %d", res.Kills["ok"], caught)
+	if n := res.Kills["owner:ok"]; n > 0 {
+		t.Errorf("the service uid signalled a holder whose every uid is the owner's %d times of %d", n, asOwner)
 	}
 	time.Sleep(500 * time.Millisecond) // a core is written after the kill returns
 	ents, _ := os.ReadDir(cwd)

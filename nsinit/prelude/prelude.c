@@ -25,9 +25,10 @@
 //      CAP_SETUID: setresuid(caller, owner, owner);
 //   5. CAP_SYS_ADMIN: unshare(CLONE_NEWNET);
 //   6. CAP_NET_ADMIN: SIOCSIFFLAGS to bring "lo" up;
-//   7. fork the holder (no capability): it takes the owner's ids as its
-//      real ids too (no capability: each is an id it already has), so
-//      that the service uid may not signal it; it unshares CLONE_NEWUSER
+//   7. fork the holder (no capability), every blockable signal blocked for
+//      good: it takes the owner's ids as its real ids too (no capability:
+//      each is an id it already has), so that the service uid may not
+//      signal it (a signal sent before, in that instant, stays pending); it unshares CLONE_NEWUSER
 //      as the owner (raising CAP_SYS_ADMIN only if the host refuses
 //      unprivileged user namespaces), forks the keeper (below) and waits;
 //   8. write its setgroups ("deny"), uid_map (CAP_SETUID) and gid_map
@@ -582,6 +583,14 @@ static void make_userns(void) {
 		close(ready[0]); close(ready[1]); close(release[0]); close(release[1]);
 		return;
 	}
+	// The holder (and the keeper after it) runs with every blockable signal
+	// blocked, for good: until its first setresuid its real uid is still
+	// the caller's, and a signal the service uid sends in that window stays
+	// pending, never acted on (only SIGKILL and SIGSTOP cannot be blocked:
+	// they end or pin the caller's own launch, nothing more).
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
 	pid_t child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (child == 0) {
 		close(ready[0]);
@@ -589,6 +598,7 @@ static void make_userns(void) {
 		holder(ready[1], release[0], life[0], life[1]);
 	}
 	int fork_err = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(ready[1]);
 	close(release[0]);
 	close(life[0]);
