@@ -112,7 +112,7 @@ func TestHelperHolderNotSignallable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("setpriv", "--reuid="+strconv.Itoa(in.uid), "--regid="+strconv.Itoa(in.gid), "--clear-groups",
-		"/usr/bin/python3", script, in.path("libexec/nsinit"), cwd, strconv.Itoa(in.ownerUID), "10", "400").Output()
+		"/usr/bin/python3", script, in.path("libexec/nsinit"), cwd, strconv.Itoa(in.ownerUID), "10", "100").Output()
 	if err != nil {
 		t.Fatalf("signaller: %v: %s", err, out)
 	}
