@@ -412,12 +412,12 @@ static void make_netns(void) {
 }
 
 // holder_ready is what the holder tells the prelude: 0, or the errno of
-// the step that failed (the user namespace, or the pid namespace and its
-// keeper).
+// the step that failed (its credentials, the user namespace, or the
+// keeper's fork), and the keeper's pid.
 struct holder_ready {
 	int err;
-	int pidns;  // err is the keeper's
-	int keeper; // the keeper's pid
+	int keeper_failed; // err is the keeper's fork's
+	int keeper;        // the keeper's pid
 };
 
 // kill_userns SIGKILLs, through a pidfd, every process whose user
@@ -512,7 +512,7 @@ static void holder(int ready, int release, int life_r, int life_w) {
 			if (h.err != 0) lower_cap();
 		}
 	}
-	if (h.err == 0 && (h.err = make_keeper(life_r, life_w, &h.keeper)) != 0) h.pidns = 1;
+	if (h.err == 0 && (h.err = make_keeper(life_r, life_w, &h.keeper)) != 0) h.keeper_failed = 1;
 	close(life_r);
 	close(life_w);
 	// Dumpable, so that its /proc files belong to its euid (the owner) and
@@ -619,7 +619,7 @@ static void make_userns(void) {
 	while ((got = read(ready[0], &h, sizeof h)) < 0 && errno == EINTR) {}
 	close(ready[0]);
 	if (got != sizeof h) fail("enter", SBX_R_USERNS, "user namespace holder died before it was ready", EIO);
-	else if (h.err != 0 && h.pidns) fail("enter", SBX_R_KEEPER, "fork the keeper in the holder", h.err);
+	else if (h.err != 0 && h.keeper_failed) fail("enter", SBX_R_KEEPER, "fork the keeper in the holder", h.err);
 	else if (h.err != 0) userns_failed(h.err);
 	else map_holder(child);
 	r->keeper_pid = h.keeper;
