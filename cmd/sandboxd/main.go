@@ -123,8 +123,8 @@ func (d *daemon) openAudit() error {
 	aw, err := audit.Open(cfg.AuditLog(), audit.Options{
 		Fsync: cfg.AuditFsync, RotateBytes: cfg.AuditRotateBytes, RetentionFiles: cfg.AuditRetentionFiles, Syslog: cfg.AuditSyslog,
 		Version: version, Log: d.log,
-		StartFacts: map[string]any{"socket": cfg.SocketPath, "state_dir": cfg.StateDir, "helper": cfg.HelperPath,
-			"helper_config": cfg.HelperConfigPath, "audit_env_values": cfg.AuditEnvValues},
+		StartFacts: &audit.StartFacts{Socket: cfg.SocketPath, StateDir: cfg.StateDir, Helper: cfg.HelperPath,
+			HelperConfig: cfg.HelperConfigPath, AuditEnvValues: cfg.AuditEnvValues},
 	})
 	if err != nil {
 		return err
