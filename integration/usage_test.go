@@ -34,6 +34,11 @@ func TestUsageSessionExecs(t *testing.T) {
 		if r.Usage.MaxRSSKB < 150<<10 {
 			t.Errorf("session %s exec: max_rss_kb %d with 200 MiB written", mode, r.Usage.MaxRSSKB)
 		}
+		// One attestation for every kind of exec: the sandbox's
+		// confinement and the limits as applied (cgroups here).
+		if p := r.Policy; p.ProfileSHA256 == "" || p.MountsSHA256 == "" || p.HelperVersion == "" || p.Limits.MemoryBytes == 0 {
+			t.Errorf("session %s exec: policy %+v, want its sandbox's confinement and applied limits", mode, p)
+		}
 	}
 	kernel := func(code string) execResult {
 		req := py(code)

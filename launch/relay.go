@@ -94,17 +94,18 @@ type relayed struct {
 // helper without waiting for it to finish.
 func (hp *helperProc) relayReports(record func(spec.Report)) {
 	go func() {
-		out := relay(hp.pipes.reportR, record, hp.violation)
-		if out.exec != nil {
-			// A long-lived sandbox's execs attest it while it runs
-			// (Sandbox.Attest), long before teardown reads the reports.
-			hp.attested.Store(out.exec)
-		}
+		// A long-lived sandbox's execs attest it while it runs
+		// (Sandbox.ExecFacts): the exec report's facts are kept as soon as
+		// the permit sequence is done, long before the pipe's EOF (the
+		// helper exits with the sandbox); at EOF, what the whole stream
+		// allowed (nil after a violation).
+		out := relay(hp.pipes.reportR, record, hp.violation, hp.attested.Store)
+		hp.attested.Store(out.exec)
 		hp.reports <- out
 	}()
 }
 
-func relay(r io.Reader, record func(spec.Report), violation chan<- error) relayed {
+func relay(r io.Reader, record func(spec.Report), violation chan<- error, attested func(*facts.Exec)) relayed {
 	var out relayed
 	var p permits
 	var last facts.Helper
@@ -127,6 +128,9 @@ func relay(r io.Reader, record func(spec.Report), violation chan<- error) relaye
 		}
 		out.reports = append(out.reports, rep)
 		record(rep)
+		if ex, ok := f.(*facts.Exec); ok && out.violation == nil && p.done() && attested != nil {
+			attested(ex)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		broke(fmt.Errorf("report stream unreadable: %w", err))
