@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -478,29 +477,11 @@ func (p *phase) print(lang string, bare bool) {
 func (p *phase) p50(lang, col string) time.Duration { return pct(p.samples[lang][col], 0.5) }
 func (p *phase) p95(lang, col string) time.Duration { return pct(p.samples[lang][col], 0.95) }
 
-func pct(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	return s[int(q*float64(len(s)-1))]
-}
-
 // supervisorKnows reports whether the installed supervisor has --flag.
 func supervisorKnows(in *installation, flag string) bool {
 	out, _ := exec.Command(in.path("bin/sandboxd"), "--help").CombinedOutput()
 	return strings.Contains(string(out), "-"+flag+" ")
 }
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func msf(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
 
 func ratio(a, b time.Duration) float64 {
 	if b == 0 {
