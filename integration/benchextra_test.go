@@ -1,0 +1,405 @@
+//go:build bench
+
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The figures TestBench adds beside its latency table: a session's
+// creation to the first output of its first exec, the memory of an idle
+// kernel and of an idle warm sandbox, and what an exec costs in CPU, split
+// by process, with a CPU profile of the supervisor.
+
+// publishedFirstOutput are third-party medians, in seconds, for creating a
+// hosted sandbox and running a first command in it, as their vendors or
+// others published them: context for the reader, not measured here.
+var publishedFirstOutput = map[string]float64{"Daytona": 0.11, "E2B": 0.44, "Cloudflare": 1.72, "Modal": 2.66}
+
+// firstOutput is one session's creation and its first exec, streamed.
+type firstOutput struct{ create, stdout, result time.Duration }
+
+// sessionFirstOutput creates a session, runs python print(1) in it with the
+// answer streamed (its kernel starts for it), notes when the session was
+// created, the first stdout event came and the result came, all from the
+// moment the create request was sent, and deletes the session.
+func (p *phase) sessionFirstOutput() firstOutput {
+	t := p.b.t
+	start := time.Now()
+	sess := p.s.createSession(t, map[string]any{"ttl_seconds": 600})
+	f := firstOutput{create: time.Since(start)}
+	resp := p.s.streamExec(t, "/v1/sessions/"+sess.ID+"/exec", map[string]any{"language": "python", "code": "print(1)"})
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadBytes('\n')
+		var ev struct{ Type, Data string }
+		if len(line) > 0 && json.Unmarshal(line, &ev) == nil {
+			switch {
+			case ev.Type == "stdout" && f.stdout == 0:
+				if !strings.HasPrefix(ev.Data, "1") {
+					t.Fatalf("first stdout event %q, want 1 first", ev.Data)
+				}
+				f.stdout = time.Since(start)
+			case ev.Type == "result":
+				f.result = time.Since(start)
+			case ev.Type == "error":
+				t.Fatalf("session exec: %s", line)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	resp.Body.Close()
+	if f.stdout == 0 || f.result == 0 {
+		t.Fatalf("session exec streamed no stdout or no result")
+	}
+	if status, body := p.s.do("DELETE", "/v1/sessions/"+sess.ID, nil); status != 204 {
+		t.Fatalf("delete session: %d %s", status, body)
+	}
+	return f
+}
+
+// sandboxMemory is the memory of one sandbox: the RSS of its processes,
+// summed (shared pages count once per process), and its memory cgroup's
+// usage (v1 memory.usage_in_bytes, v2 memory.current: page cache charged
+// to it included).
+type sandboxMemory struct {
+	RSSKiB      int64 `json:"rss_kib_sum"`
+	CgroupBytes int64 `json:"cgroup_bytes"`
+	Procs       int   `json:"processes"`
+}
+
+// measureSandbox reads the memory of the sandbox whose cgroup is name, and
+// the names of its processes.
+func (p *phase) measureSandbox(name string) (sandboxMemory, []string) {
+	dir := filepath.Join(p.b.in.cgroupDirs[0], name) // memory comes first
+	var m sandboxMemory
+	var comms []string
+	for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+			m.CgroupBytes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			break
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, pid := range strings.Fields(string(b)) {
+		st := procStatus(pid)
+		if f := strings.Fields(st["VmRSS"]); len(f) > 0 {
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			m.RSSKiB += kb
+		}
+		m.Procs++
+		comms = append(comms, st["Name"])
+	}
+	return m, comms
+}
+
+// kernelMemory measures every session kernel's sandbox (k-* cgroups) and
+// returns the median by cgroup usage.
+func (p *phase) kernelMemory() sandboxMemory {
+	ents, _ := os.ReadDir(p.b.in.cgroupDirs[0])
+	var all []sandboxMemory
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "k-") {
+			m, _ := p.measureSandbox(e.Name())
+			all = append(all, m)
+		}
+	}
+	return medianMemory(all)
+}
+
+// warmMemory measures the warm pool's idle sandboxes by language (the
+// interpreter among their processes) and returns the median of each.
+func (p *phase) warmMemory() map[string]sandboxMemory {
+	byLang := map[string][]sandboxMemory{}
+	for id := range p.s.idleWarm() {
+		m, comms := p.measureSandbox(id)
+		lang := "other"
+		for _, c := range comms {
+			switch c {
+			case "python3":
+				lang = "python"
+			case "node":
+				lang = "javascript"
+			}
+		}
+		byLang[lang] = append(byLang[lang], m)
+	}
+	out := map[string]sandboxMemory{}
+	for l, ms := range byLang {
+		out[l] = medianMemory(ms)
+	}
+	return out
+}
+
+func medianMemory(ms []sandboxMemory) sandboxMemory {
+	if len(ms) == 0 {
+		return sandboxMemory{}
+	}
+	sort.Slice(ms, func(a, b int) bool { return ms[a].CgroupBytes < ms[b].CgroupBytes })
+	return ms[len(ms)/2]
+}
+
+func (m sandboxMemory) String() string {
+	return fmt.Sprintf("RSS summed %.1f MiB over %d processes, cgroup %.1f MiB", float64(m.RSSKiB)/1024, m.Procs, float64(m.CgroupBytes)/(1<<20))
+}
+
+// cpuSplit is what one exec costs in CPU, in ms: the supervisor's own
+// (utime+stime of its /proc/PID/stat), the helper's process tree (the
+// wait4 rusage its reap record carries: helper, bwrap and payload, the
+// warm sandbox's build included), and a perf sample of the supervisor and
+// everything it started, by command name.
+type cpuSplit struct {
+	Execs         int                `json:"execs"`
+	SupervisorMS  float64            `json:"supervisor_ms"`
+	HelperTreeMS  float64            `json:"helper_tree_ms"`
+	PerfMS        map[string]float64 `json:"perf_ms,omitempty"`
+	Profile       string             `json:"profile,omitempty"`
+	ProfileReport string             `json:"profile_report,omitempty"`
+}
+
+// perfPeriodNS is the task-clock sampling period: one sample per 0.25 ms of
+// CPU.
+const perfPeriodNS = 250000
+
+// profile runs python print(1) one-shots at concurrency 2 for the bench's
+// throughput time while perf samples the supervisor and its descendants
+// (without perf on PATH the split has no perf figures), and returns the
+// per-exec CPU split. The perf data and a text report of the supervisor's
+// own samples are written to SANDBOXD_BENCH_OUT (default bin/bench).
+func (p *phase) profile() cpuSplit {
+	t, pid := p.b.t, p.s.cmd.Process.Pid
+	data := filepath.Join(p.b.outDir(), "supervisor-c2-"+p.name+".perf.data")
+	var rec *exec.Cmd
+	if _, err := exec.LookPath("perf"); err == nil {
+		// System-wide: -p would sample neither the threads the Go
+		// runtime starts later nor the helpers.
+		rec = exec.Command("perf", "record", "-q", "-a", "-e", "task-clock", "-c", strconv.Itoa(perfPeriodNS), "-g", "-o", data)
+		if err := rec.Start(); err != nil {
+			t.Fatalf("perf record: %v", err)
+		}
+		time.Sleep(300 * time.Millisecond) // perf attaches
+	}
+	ticks0 := procTicks(t, pid)
+	seen := len(p.s.auditRecords())
+	execs := p.runAt(2, p.api(benchLangs[0]))
+	time.Sleep(300 * time.Millisecond) // the last reap records
+	split := cpuSplit{Execs: execs, SupervisorMS: float64(procTicks(t, pid)-ticks0) * 10 / float64(execs)}
+	split.HelperTreeMS = helperTreeMS(p.s.auditRecords()[seen:])
+	if rec == nil {
+		return split
+	}
+	_ = rec.Process.Signal(os.Interrupt)
+	_ = rec.Wait()
+	split.Profile = data
+	split.PerfMS = perfByCommand(t, data, pid, execs)
+	split.ProfileReport = data + ".txt"
+	report, err := exec.Command("perf", "report", "-i", data, "--stdio", "--no-children", "--pid", strconv.Itoa(pid),
+		"--sort", "symbol", "-g", "none", "--percent-limit", "0.5").Output()
+	if err != nil {
+		t.Fatalf("perf report: %v", err)
+	}
+	if err := os.WriteFile(split.ProfileReport, report, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return split
+}
+
+// runAt runs fn from c goroutines for the bench's throughput time and
+// returns how many calls succeeded; a failure fails the test.
+func (p *phase) runAt(c int, fn func() error) int {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var done int
+	var first error
+	start := time.Now()
+	for g := 0; g < c; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < p.b.tput {
+				err := fn()
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				done++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		p.b.t.Fatal(first)
+	}
+	return done
+}
+
+// procTicks is utime+stime of pid, in clock ticks (USER_HZ, 100 a second).
+func procTicks(t interface{ Fatal(...any) }, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), ") ") // comm may hold spaces
+	f := strings.Fields(rest)
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14 of stat
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ut + st
+}
+
+// helperTreeMS is the mean usage.cpu_ms of the reap records among recs
+// (whole milliseconds each, truncated).
+func helperTreeMS(recs []map[string]any) float64 {
+	var sum float64
+	n := 0
+	for _, r := range recs {
+		f, _ := r["facts"].(map[string]any)
+		u, _ := f["usage"].(map[string]any)
+		if v, ok := u["cpu_ms"].(float64); ok && r["step"] == "reap" {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+var perfFork = regexp.MustCompile(`PERF_RECORD_FORK\((\d+):\d+\):\((\d+):\d+\)`)
+
+// perfByCommand counts the samples of a system-wide recording that fell
+// on the supervisor (pid) and on its descendants (the recording's fork
+// events give their parents), grouped by command as supervisor, helper,
+// bwrap, payload and other, in ms per exec.
+func perfByCommand(t interface{ Fatal(...any) }, data string, pid, execs int) map[string]float64 {
+	out, err := exec.Command("perf", "script", "-i", data, "--show-task-events", "-F", "comm,pid").Output()
+	if err != nil {
+		t.Fatal(fmt.Errorf("perf script: %w", err))
+	}
+	parent := map[string]string{}
+	samples := map[[2]string]int{} // pid, comm
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := perfFork.FindStringSubmatch(line); m != nil {
+			if m[1] != m[2] { // a process, not a thread
+				parent[m[1]] = m[2]
+			}
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.Contains(line, "PERF_RECORD_") {
+			continue
+		}
+		samples[[2]string{f[len(f)-1], strings.Join(f[:len(f)-1], " ")}]++
+	}
+	root := strconv.Itoa(pid)
+	below := func(p string) bool {
+		for i := 0; i < 64 && p != ""; i++ { // a fork chain is never this deep
+			if p = parent[p]; p == root {
+				return true
+			}
+		}
+		return false
+	}
+	ms := map[string]float64{}
+	for k, n := range samples {
+		group := ""
+		switch {
+		case k[0] == root:
+			group = "supervisor"
+		case below(k[0]):
+			group = commGroup(k[1])
+		default:
+			continue
+		}
+		ms[group] += float64(n) * perfPeriodNS / 1e6 / float64(execs)
+	}
+	for k, v := range ms {
+		ms[k] = round2(v)
+	}
+	return ms
+}
+
+// commGroup names the part of an exec a command belongs to.
+func commGroup(comm string) string {
+	switch comm {
+	case "sandboxd":
+		return "supervisor's fork before the helper's exec"
+	case "nsinit", "sandboxd-nsinit", "sandboxd-nsini":
+		return "helper"
+	case "bwrap":
+		return "bwrap"
+	case "python3", "node", "sandboxd-exec", "sandboxd-relay":
+		return "payload"
+	}
+	return "other:" + comm
+}
+
+func (c cpuSplit) String() string {
+	s := fmt.Sprintf("%d execs: supervisor %.2f ms (/proc), helper+bwrap+payload %.2f ms (wait4 rusage)", c.Execs, c.SupervisorMS, c.HelperTreeMS)
+	if c.PerfMS == nil {
+		return s + "; no perf on PATH: no split"
+	}
+	keys := make([]string, 0, len(c.PerfMS))
+	for k := range c.PerfMS {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s += "\n             perf:"
+	for _, k := range keys {
+		s += fmt.Sprintf(" %s %.2f", k, c.PerfMS[k])
+	}
+	return s + fmt.Sprintf(" ms\n             profile %s, the supervisor's symbols in %s", c.Profile, c.ProfileReport)
+}
+
+// waitWarmIdle waits up to 20 s until the warm pool has an idle python
+// sandbox again.
+func (p *phase) waitWarmIdle() {
+	deadline := time.Now().Add(20 * time.Second)
+	for warmIdleMetrics(p.s)["python"] == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// outDir is where the bench writes its files: $SANDBOXD_BENCH_OUT, or
+// bin/bench of the checkout.
+func (b *bench) outDir() string {
+	out := os.Getenv("SANDBOXD_BENCH_OUT")
+	if out == "" {
+		out = filepath.Join(b.in.repo, "bin", "bench")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// mergeParts adds the figures other bench tests of this run wrote into
+// outDir (NAME.json, by `make bench` before TestBench) under NAME.
+func (b *bench) mergeParts(figs map[string]any) {
+	parts, _ := filepath.Glob(filepath.Join(b.outDir(), "*.json"))
+	for _, f := range parts {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			b.t.Fatalf("%s: %v", f, err)
+		}
+		figs[strings.TrimSuffix(filepath.Base(f), ".json")] = v
+	}
+}
