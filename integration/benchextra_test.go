@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"testing"
 	"time"
 )
 
@@ -182,34 +184,36 @@ const perfPeriodNS = 250000
 func (p *phase) profile() cpuSplit {
 	t, pid := p.b.t, p.s.cmd.Process.Pid
 	data := filepath.Join(p.b.outDir(), "supervisor-c2-"+p.name+".perf.data")
-	var rec *exec.Cmd
-	if _, err := exec.LookPath("perf"); err == nil {
-		// System-wide: -p would sample neither the threads the Go
-		// runtime starts later nor the helpers.
-		rec = exec.Command("perf", "record", "-q", "-a", "-e", "task-clock", "-c", strconv.Itoa(perfPeriodNS), "-g", "-o", data)
-		if err := rec.Start(); err != nil {
-			t.Fatalf("perf record: %v", err)
-		}
-		time.Sleep(300 * time.Millisecond) // perf attaches
-	}
+	rec := startPerf(t, data)
 	ticks0 := procTicks(t, pid)
 	seen := len(p.s.auditRecords())
 	execs := p.runAt(2, p.api(benchLangs[0]))
 	time.Sleep(300 * time.Millisecond) // the last reap records
-	split := cpuSplit{Execs: execs, SupervisorMS: float64(procTicks(t, pid)-ticks0) * 10 / float64(execs)}
-	split.HelperTreeMS = helperTreeMS(p.s.auditRecords()[seen:])
+	split := cpuSplit{Execs: execs, SupervisorMS: round2(float64(procTicks(t, pid)-ticks0) * 10 / float64(execs))}
+	split.HelperTreeMS = round2(helperTreeMS(p.s.auditRecords()[seen:]))
 	if rec == nil {
 		return split
 	}
 	_ = rec.Process.Signal(os.Interrupt)
-	_ = rec.Wait()
+	_ = rec.Wait() // perf ends by its SIGINT once the data is written
+	if fi, err := os.Stat(data); err != nil || fi.Size() == 0 {
+		t.Fatalf("perf record wrote no data: %v", err)
+	}
 	split.Profile = data
 	split.PerfMS = perfByCommand(t, data, pid, execs)
 	split.ProfileReport = data + ".txt"
-	report, err := exec.Command("perf", "report", "-i", data, "--stdio", "--no-children", "--pid", strconv.Itoa(pid),
-		"--sort", "symbol", "-g", "none", "--percent-limit", "0.5").Output()
-	if err != nil {
-		t.Fatalf("perf report: %v", err)
+	var report []byte
+	for _, v := range []struct{ title, mode, limit string }{
+		{"own time (self), by shared object and symbol", "--no-children", "0.5"},
+		{"inclusive time (children: the call graph's callees counted in their callers)", "--children", "2"},
+	} {
+		out, err := exec.Command("perf", "report", "-i", data, "--stdio", v.mode, "--pid", strconv.Itoa(pid), "--percentage", "relative",
+			"--sort", "dso,symbol", "-g", "none", "--percent-limit", v.limit).Output()
+		if err != nil {
+			t.Fatalf("perf report: %v", err)
+		}
+		report = fmt.Appendf(report, "# the supervisor (pid %d) at concurrency 2, %d python one-shots: %s, %% of its own samples\n%s\n",
+			pid, execs, v.title, out)
 	}
 	if err := os.WriteFile(split.ProfileReport, report, 0o644); err != nil {
 		t.Fatal(err)
@@ -342,14 +346,14 @@ func commGroup(comm string) string {
 		return "helper"
 	case "bwrap":
 		return "bwrap"
-	case "python3", "node", "sandboxd-exec", "sandboxd-relay":
+	case "python3", "node", "exec", "sandboxd-exec", "sandboxd-relay": // exec: the shim, /run/sandboxd/exec
 		return "payload"
 	}
 	return "other:" + comm
 }
 
 func (c cpuSplit) String() string {
-	s := fmt.Sprintf("%d execs: supervisor %.2f ms (/proc), helper+bwrap+payload %.2f ms (wait4 rusage)", c.Execs, c.SupervisorMS, c.HelperTreeMS)
+	s := fmt.Sprintf("%d execs: supervisor %.2f ms (/proc), the reap records' usage.cpu_ms %.2f ms (the helper's wait4 rusage)", c.Execs, c.SupervisorMS, c.HelperTreeMS)
 	if c.PerfMS == nil {
 		return s + "; no perf on PATH: no split"
 	}
@@ -402,4 +406,48 @@ func (b *bench) mergeParts(figs map[string]any) {
 		}
 		figs[strings.TrimSuffix(filepath.Base(f), ".json")] = v
 	}
+}
+
+// startPerf starts a system-wide perf record into data (-p would sample
+// neither the threads the Go runtime starts later nor the helpers), its
+// events disabled until it has read every process of this busy host: it
+// returns once perf acknowledged their enabling. Without perf on PATH it
+// returns nil.
+func startPerf(t *testing.T, data string) *exec.Cmd {
+	if _, err := exec.LookPath("perf"); err != nil {
+		return nil
+	}
+	_ = os.Remove(data)
+	ctl, ack := data+".ctl", data+".ack"
+	for _, f := range []string{ctl, ack} {
+		_ = os.Remove(f)
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(f)
+	}
+	rec := exec.Command("perf", "record", "-q", "-a", "-e", "task-clock", "-c", strconv.Itoa(perfPeriodNS), "-g",
+		"-D", "-1", "--control", "fifo:"+ctl+","+ack, "-o", data)
+	if err := rec.Start(); err != nil {
+		t.Fatalf("perf record: %v", err)
+	}
+	// perf opens both fifos; opening them here blocks until it has.
+	c, err := os.OpenFile(ctl, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := os.Open(ack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := c.WriteString("enable\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(a).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ack" {
+		t.Fatalf("perf record never acknowledged enable: %q %v", line, err)
+	}
+	return rec
 }
