@@ -3,7 +3,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -174,23 +174,7 @@ func TestAuditCost(t *testing.T) {
 	fmt.Printf("  %d execs at once, fsync at barriers: mean %.3f ms of log time per exec; %d fdatasync for %d records (group commit)\n",
 		conc, ms(el/time.Duration(n/conc*conc)), syncs, n/conc*conc*recs)
 	figs["4 at once, fsync at barriers"] = map[string]float64{"mean_ms": ms(el / time.Duration(n/conc*conc)), "fdatasyncs": float64(syncs)}
-	writeBenchPart(t, "audit_cost", figs)
-}
-
-// writeBenchPart writes figs as name.json into $SANDBOXD_BENCH_OUT when it
-// is set: `make bench` merges the parts into its BENCH_JSON line.
-func writeBenchPart(t *testing.T, name string, figs any) {
-	dir := os.Getenv("SANDBOXD_BENCH_OUT")
-	if dir == "" {
-		return
-	}
-	b, err := json.Marshal(figs)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644)
-	}
-	if err != nil {
-		t.Fatalf("write the bench figures: %v", err)
-	}
+	testutil.WriteBenchPart(t, "audit_cost", figs)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

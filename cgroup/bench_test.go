@@ -3,11 +3,8 @@
 package cgroup
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -66,21 +63,5 @@ func TestCgroupCost(t *testing.T) {
 		fmt.Printf("  %-40s %7.3f %7.3f\n", name, p50, p95)
 		figs[name] = map[string]float64{"p50_ms": p50, "p95_ms": p95}
 	}
-	writeBenchPart(t, "cgroup_cost", figs)
-}
-
-// writeBenchPart writes figs as name.json into $SANDBOXD_BENCH_OUT when it
-// is set: `make bench` merges the parts into its BENCH_JSON line.
-func writeBenchPart(t *testing.T, name string, figs any) {
-	dir := os.Getenv("SANDBOXD_BENCH_OUT")
-	if dir == "" {
-		return
-	}
-	b, err := json.Marshal(figs)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644)
-	}
-	if err != nil {
-		t.Fatalf("write the bench figures: %v", err)
-	}
+	testutil.WriteBenchPart(t, "cgroup_cost", figs)
 }
