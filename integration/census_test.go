@@ -3,19 +3,20 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/audit/audittest"
 	"github.com/sandboxd/sandboxd/cgroup"
 )
 
@@ -64,32 +65,51 @@ var censusRows = []string{"supervisor fds", "supervisor rss KiB", "supervisor th
 // warmLedger names the warm pool's sandboxes from the audit log: a warm
 // prepare opens one, a warm_exec naming it (taken) or a reap under its id
 // (destroyed) closes it. It reads every file of the log, rotated ones
-// included, and remembers what it saw: retention may delete the rotated
-// file that holds an idle sandbox's prepare (the javascript pool of a
-// python-only load is built once, at the start), and a reading of the
-// active file alone misses every idle sandbox built before the last
-// rotation.
+// included, and remembers what it saw: retention deletes old rotated
+// files, and one may hold the prepare of a sandbox still idle (the
+// javascript pool of a python-only load is built once, at the start). A
+// reading of the active file alone misses every idle sandbox built before
+// the last rotation. follow keeps it reading while the log turns over.
 type warmLedger struct {
 	path   string
+	read   map[string]bool // rotated files read (they never change)
 	opened map[string]bool
 	closed map[string]bool
 }
 
 func newWarmLedger(auditPath string) *warmLedger {
-	return &warmLedger{path: auditPath, opened: map[string]bool{}, closed: map[string]bool{}}
+	return &warmLedger{path: auditPath, read: map[string]bool{}, opened: map[string]bool{}, closed: map[string]bool{}}
 }
 
-// idle reads the log again and returns the launch ids open now.
+// idle reads the rotated files it has not read yet and the active file,
+// and returns the launch ids open now.
 func (l *warmLedger) idle() (map[string]bool, error) {
-	log, err := audittest.Load(l.path)
+	dir, base := filepath.Dir(l.path), filepath.Base(l.path)
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read the audit log: %w", err)
+		return nil, fmt.Errorf("read the audit log's directory: %w", err)
 	}
-	for _, name := range log.LogFiles(filepath.Base(l.path)) {
-		sc := bufio.NewScanner(bytes.NewReader(log[name]))
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			l.note(sc.Bytes())
+	var names []string
+	for _, e := range ents {
+		if rest, ok := strings.CutPrefix(e.Name(), base+"."); ok && !l.read[e.Name()] {
+			if k, err := strconv.Atoi(rest); err == nil && k > 0 {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	for _, name := range append(names, base) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) && name != base {
+			continue // deleted by retention since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the audit log: %w", err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			l.note(line)
+		}
+		if name != base {
+			l.read[name] = true
 		}
 	}
 	idle := map[string]bool{}
@@ -99,6 +119,27 @@ func (l *warmLedger) idle() (map[string]bool, error) {
 		}
 	}
 	return idle, nil
+}
+
+// follow reads the log every interval until the returned stop is called,
+// so that no rotated file is deleted before it was read.
+func (l *warmLedger) follow(t *testing.T, interval time.Duration) (stop func()) {
+	done, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(interval):
+				if _, err := l.idle(); err != nil {
+					t.Errorf("follow the audit log: %v", err)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 func (l *warmLedger) note(line []byte) {

@@ -5,10 +5,12 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -45,8 +47,11 @@ func TestLoad(t *testing.T) {
 	if why != "" {
 		t.Fatalf("the pools never settled before the load: %s", why)
 	}
+	stop := ledger.follow(t, 2*time.Second)
 	res := runLoad(t, s, n, maxDur)
+	stop()
 	after, why := settle(s, ledger, time.Minute)
+	res.bare = bareInterpreter(t, in)
 	res.print(n)
 	compareCensus(t, before, after, why)
 	if res.failed > 0 {
@@ -61,6 +66,25 @@ type loadResult struct {
 	lat               []time.Duration
 	warmHit, warmMiss float64 // sandboxd_warm_execs_total, _misses_total
 	auditFiles        int
+	bare              time.Duration // p50 of a bare python3 -c 'print(1)' right after
+}
+
+// bareInterpreter is the p50 of 20 bare python3 -c 'print(1)' as the
+// service user with an empty environment: the yardstick of this host's
+// speed at the time, for comparing rates across runs and hosts.
+func bareInterpreter(t *testing.T, in *installation) time.Duration {
+	var d []time.Duration
+	for i := 0; i < 20; i++ {
+		cmd := exec.Command("/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "/usr/bin/python3", "-c", "print(1)")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+		cmd.Dir = "/"
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "1\n" {
+			t.Fatalf("bare python3: %v %q", err, out)
+		}
+		d = append(d, time.Since(start))
+	}
+	return pct(d, 0.5)
 }
 
 // runLoad sends n one-shot execs from 4 clients, until maxDur at most.
@@ -121,12 +145,13 @@ func (r loadResult) print(n int) {
 	cores := runtime.NumCPU()
 	fmt.Printf("\nsandboxd load: %d of %d one-shot execs (%d failed) at concurrency 4 in %v: %.1f/s, %.1f/s per core (%d cores)\n",
 		r.done, n, r.failed, r.elapsed.Round(time.Second), rate, rate/float64(cores), cores)
+	fmt.Printf("  bare python3 -c 'print(1)' as the service user, p50 after the load: %s ms\n", msf(r.bare))
 	fmt.Printf("  latency p50 %s ms, p95 %s ms, p99 %s ms, max %s ms; warm pool hits %.0f, misses %.0f; audit files besides the active one: %d\n",
 		msf(pct(r.lat, 0.5)), msf(pct(r.lat, 0.95)), msf(pct(r.lat, 0.99)), msf(pct(r.lat, 1)), r.warmHit, r.warmMiss, r.auditFiles)
 	fmt.Printf("LOAD_JSON {\"execs\":%d,\"requested\":%d,\"failed\":%d,\"seconds\":%.1f,\"execs_per_s\":%.2f,\"execs_per_s_per_core\":%.2f,\"cores\":%d,"+
-		"\"p50_ms\":%s,\"p95_ms\":%s,\"p99_ms\":%s,\"warm_hits\":%.0f,\"warm_misses\":%.0f}\n",
+		"\"p50_ms\":%s,\"p95_ms\":%s,\"p99_ms\":%s,\"warm_hits\":%.0f,\"warm_misses\":%.0f,\"bare_python_p50_ms\":%s}\n",
 		r.done, n, r.failed, r.elapsed.Seconds(), rate, rate/float64(cores), cores,
-		msf(pct(r.lat, 0.5)), msf(pct(r.lat, 0.95)), msf(pct(r.lat, 0.99)), r.warmHit, r.warmMiss)
+		msf(pct(r.lat, 0.5)), msf(pct(r.lat, 0.95)), msf(pct(r.lat, 0.99)), r.warmHit, r.warmMiss, msf(r.bare))
 }
 
 // compareCensus prints both censuses and fails on anything of an exec
