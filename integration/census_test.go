@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ var censusRows = []string{"supervisor fds", "supervisor rss KiB", "supervisor th
 // reading of the active file alone misses every idle sandbox built before
 // the last rotation. follow keeps it reading while the log turns over.
 type warmLedger struct {
+	mu     sync.Mutex // idle runs from follow's goroutine and from settle
 	path   string
 	read   map[string]bool // rotated files read (they never change)
 	opened map[string]bool
@@ -84,6 +86,8 @@ func newWarmLedger(auditPath string) *warmLedger {
 // idle reads the rotated files it has not read yet and the active file,
 // and returns the launch ids open now.
 func (l *warmLedger) idle() (map[string]bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	dir, base := filepath.Dir(l.path), filepath.Base(l.path)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -121,7 +125,7 @@ func (l *warmLedger) idle() (map[string]bool, error) {
 	return idle, nil
 }
 
-// follow reads the log every interval until the returned stop is called,
+// follow reads the log every interval until the returned stop is called
 // so that no rotated file is deleted before it was read.
 func (l *warmLedger) follow(t *testing.T, interval time.Duration) (stop func()) {
 	done, quit := make(chan struct{}), make(chan struct{})
