@@ -65,8 +65,8 @@ type loadResult struct {
 	done, failed      int64
 	elapsed           time.Duration
 	lat               []time.Duration
-	warmHit, warmMiss float64 // sandboxd_warm_execs_total, _misses_total
-	auditFiles        int // rotated audit files retained at the end
+	warmHit, warmMiss float64       // sandboxd_warm_execs_total, _misses_total
+	auditFiles        int           // rotated audit files retained at the end
 	bare              time.Duration // p50 of a bare python3 -c 'print(1)' right after
 }
 
