@@ -86,7 +86,7 @@ type sandboxMemory struct {
 // measureSandbox reads the memory of the sandbox whose cgroup is name, and
 // the names of its processes.
 func (p *phase) measureSandbox(name string) (sandboxMemory, []string) {
-	dir := filepath.Join(p.b.in.cgroupDirs[0], name) // memory comes first
+	dir := filepath.Join(memoryDir(p.b.in), name)
 	var m sandboxMemory
 	var comms []string
 	for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
@@ -111,7 +111,7 @@ func (p *phase) measureSandbox(name string) (sandboxMemory, []string) {
 // kernelMemory measures every session kernel's sandbox (k-* cgroups) and
 // returns the median by cgroup usage.
 func (p *phase) kernelMemory() sandboxMemory {
-	ents, _ := os.ReadDir(p.b.in.cgroupDirs[0])
+	ents, _ := os.ReadDir(memoryDir(p.b.in))
 	var all []sandboxMemory
 	for _, e := range ents {
 		if e.IsDir() && strings.HasPrefix(e.Name(), "k-") {
@@ -144,6 +144,19 @@ func (p *phase) warmMemory() map[string]sandboxMemory {
 		out[l] = medianMemory(ms)
 	}
 	return out
+}
+
+// memoryDir is the delegated directory that has the memory controller
+// (v1: the memory hierarchy's; v2: the one).
+func memoryDir(in *installation) string {
+	for _, d := range in.cgroupDirs {
+		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
+			if _, err := os.Stat(filepath.Join(d, f)); err == nil {
+				return d
+			}
+		}
+	}
+	return in.cgroupDirs[0]
 }
 
 func medianMemory(ms []sandboxMemory) sandboxMemory {

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sandboxd/sandboxd/cgroup"
 )
 
 // census is everything of one supervisor that an exec could leave behind,
@@ -35,6 +33,7 @@ type census struct {
 
 	warmSandboxes, warmProcs, warmCgroups, warmWorkspaces int
 	helperPoolProcs, helperPoolCgroups                    int
+	perSandbox                                            int // cgroups of one sandbox: one per delegated directory
 
 	execProcs, execCgroups, execWorkspaces []string // belonging to neither pool
 }
@@ -172,7 +171,7 @@ func (l *warmLedger) note(line []byte) {
 // sandboxes (warmLedger.idle).
 func takeCensus(s *supervisor, idle map[string]bool) (census, error) {
 	pid := s.cmd.Process.Pid
-	c := census{fds: fdKinds(pid), warmIdle: map[string]int{}}
+	c := census{fds: fdKinds(pid), warmIdle: map[string]int{}, perSandbox: len(s.in.cgroupDirs)}
 	var err error
 	if c.rssKB, err = statusInt(pid, "VmRSS"); err != nil {
 		return c, err
@@ -226,7 +225,8 @@ func takeCensus(s *supervisor, idle map[string]bool) (census, error) {
 // consistent says why c's pools are not at rest (a build or a helper
 // move in flight, or an idle sandbox the ledger has not seen), or "".
 // At rest, every idle sandbox the metrics count has its workspace and
-// one cgroup per controller, and every pre-started helper its cgroups.
+// its cgroup in each delegated directory (v1: one per controller's
+// hierarchy; v2: one), and every pre-started helper its cgroups.
 func (c census) consistent() string {
 	n := c.counts()
 	idle := n["warm pool idle (metrics)"]
@@ -235,9 +235,9 @@ func (c census) consistent() string {
 		return fmt.Sprintf("%d warm sandboxes found, the metrics say %d idle", c.warmSandboxes, idle)
 	case c.warmWorkspaces != idle:
 		return fmt.Sprintf("%d warm workspaces for %d idle sandboxes", c.warmWorkspaces, idle)
-	case c.warmCgroups != idle*len(cgroup.Controllers):
+	case c.warmCgroups != idle*c.perSandbox:
 		return fmt.Sprintf("%d warm cgroups for %d idle sandboxes", c.warmCgroups, idle)
-	case c.helperPoolCgroups != c.helperPoolProcs*len(cgroup.Controllers):
+	case c.helperPoolCgroups != c.helperPoolProcs*c.perSandbox:
 		return fmt.Sprintf("%d helper pool cgroups for %d pre-started helpers", c.helperPoolCgroups, c.helperPoolProcs)
 	}
 	return ""
@@ -342,13 +342,13 @@ func poolAndExecProcesses(in *installation, supervisorPID int) []sandboxProc {
 	return out
 }
 
-// delegatedGroup is the name of pid's cgroup directly below parent in its
-// memory hierarchy ("" when it is not below parent).
+// delegatedGroup is the name of pid's cgroup directly below parent, in
+// whichever hierarchy has it (v1: each controller's; v2: the one), or "".
 func delegatedGroup(pid, parent string) string {
 	b, _ := os.ReadFile("/proc/" + pid + "/cgroup")
 	for _, line := range strings.Split(string(b), "\n") {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[1] != cgroup.Controllers[0] {
+		if len(parts) != 3 {
 			continue
 		}
 		if _, rest, ok := strings.Cut(parts[2], "/"+parent+"/"); ok {
