@@ -172,14 +172,15 @@ func (m sandboxMemory) String() string {
 }
 
 // cpuSplit is what one exec costs in CPU, in ms: the supervisor's own
-// (utime+stime of its /proc/PID/stat), the helper's process tree (the
-// wait4 rusage its reap record carries: helper, bwrap and payload, the
-// warm sandbox's build included), and a perf sample of the supervisor and
-// everything it started, by command name.
+// (utime+stime of its /proc/PID/stat), the reap records' usage.cpu_ms
+// (the exec cgroup's CPU: helper, bwrap and payload, without a warm
+// sandbox's build; the helper's wait4 rusage where there is no cgroup),
+// and a perf sample of the supervisor and everything it started, by
+// command name.
 type cpuSplit struct {
 	Execs         int                `json:"execs"`
 	SupervisorMS  float64            `json:"supervisor_ms"`
-	HelperTreeMS  float64            `json:"helper_tree_ms"`
+	ReapCPUMS     float64            `json:"reap_usage_cpu_ms"`
 	PerfMS        map[string]float64 `json:"perf_ms,omitempty"`
 	Profile       string             `json:"profile,omitempty"`
 	ProfileReport string             `json:"profile_report,omitempty"`
@@ -203,7 +204,7 @@ func (p *phase) profile() cpuSplit {
 	execs := p.runAt(2, p.api(benchLangs[0]))
 	time.Sleep(300 * time.Millisecond) // the last reap records
 	split := cpuSplit{Execs: execs, SupervisorMS: round2(float64(procTicks(t, pid)-ticks0) * 10 / float64(execs))}
-	split.HelperTreeMS = round2(helperTreeMS(p.s.auditRecords()[seen:]))
+	split.ReapCPUMS = round2(reapCPUMS(p.s.auditRecords()[seen:]))
 	if rec == nil {
 		return split
 	}
@@ -277,9 +278,9 @@ func procTicks(t interface{ Fatal(...any) }, pid int) int64 {
 	return ut + st
 }
 
-// helperTreeMS is the mean usage.cpu_ms of the reap records among recs
+// reapCPUMS is the mean usage.cpu_ms of the reap records among recs
 // (whole milliseconds each, truncated).
-func helperTreeMS(recs []map[string]any) float64 {
+func reapCPUMS(recs []map[string]any) float64 {
 	var sum float64
 	n := 0
 	for _, r := range recs {
@@ -366,7 +367,7 @@ func commGroup(comm string) string {
 }
 
 func (c cpuSplit) String() string {
-	s := fmt.Sprintf("%d execs: supervisor %.2f ms (/proc), the reap records' usage.cpu_ms %.2f ms (the helper's wait4 rusage)", c.Execs, c.SupervisorMS, c.HelperTreeMS)
+	s := fmt.Sprintf("%d execs: supervisor %.2f ms (/proc), the reap records' usage.cpu_ms %.2f ms (the exec cgroup's, else wait4)", c.Execs, c.SupervisorMS, c.ReapCPUMS)
 	if c.PerfMS == nil {
 		return s + "; no perf on PATH: no split"
 	}
