@@ -438,7 +438,7 @@ func settings() []setting {
 		{"listen", "TCP listen address tcp://HOST:PORT besides the Unix socket (repeatable or comma list); callers authenticate with a bearer API key", func(c *Config) flag.Value { return &listenValue{p: &c.Listen} }},
 		{"e2b-listen", "HOST:PORT of an E2B-compatible listener (docs/E2B.md), off when empty; same API keys, TLS and caller limits as --listen", func(c *Config) flag.Value { return (*stringValue)(&c.E2BListen) }},
 		{"api-keys-file", "file of API keys for TCP callers, one name:key[:admin,egress] per line (root- or service-owned, mode 0600; reloaded on SIGHUP); make a key with openssl rand -hex 24", func(c *Config) flag.Value { return (*stringValue)(&c.APIKeysFile) }},
-		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback (trusted local dev box only)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
+		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback; only for a machine where no browser runs (requests from web pages are refused, but every local process is the one anonymous caller)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
 		{"tls-cert", "TLS certificate (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSCert) }},
 		{"tls-key", "TLS private key (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSKey) }},
 		{"tls-client-ca", "CA bundle (PEM); when set, TCP clients must present a certificate it signed", func(c *Config) flag.Value { return (*stringValue)(&c.TLSClientCA) }},
@@ -488,8 +488,8 @@ func settings() []setting {
 		{"allow-no-cgroups", "start even where no delegated cgroup subtree is usable: memory, pids and CPU limits are then not enforced (health degraded, limits attested as 0); without it the supervisor refuses to start there", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoCgroups) }},
 		{"max-queued-execs", "most execs waiting for a slot (each waits up to its own timeout); beyond it 429 at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecs) }},
 		{"max-queued-execs-per-caller", "most execs of one caller (uid) waiting for a slot, beyond it 429 at once; 0: half of --max-queued-execs", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecsPerCaller) }},
-		{"max-connections", "most API connections open at once; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnections) }},
-		{"max-connections-per-caller", "most API connections one caller (uid) holds open; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnectionsPerCaller) }},
+		{"max-connections", "most API connections open at once on each listener (the Unix socket and each --listen address have their own); a TCP listener's connections that have not yet sent an authenticated request may take a quarter of it, one address (IPv6: one /64) a quarter of that; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnections) }},
+		{"max-connections-per-caller", "most API connections one caller (uid or API key) holds open; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnectionsPerCaller) }},
 		{"caller-body-budget", "request-body bytes one caller (uid) may have in memory at once; beyond it 429 before the body is read (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.CallerBodyBudget) }},
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
@@ -759,7 +759,7 @@ func (c Config) validateListen(bad badFunc, absPath func(flagName, p string)) {
 	}
 	if len(tcp) > 0 && c.APIKeysFile == "" {
 		if !c.AllowNoAuth {
-			bad("listen", "refusing to listen on TCP without API keys: set --api-keys-file (one name:key per line, mode 0600; make a key with `openssl rand -hex 24`), or, on a trusted local dev box only, --allow-no-auth with loopback addresses")
+			bad("listen", "refusing to listen on TCP without API keys: set --api-keys-file (one name:key per line, mode 0600; make a key with `openssl rand -hex 24`), or, on a machine where no browser runs, --allow-no-auth with loopback addresses")
 		}
 		for _, l := range tcp {
 			if c.AllowNoAuth && !IsLoopbackListen(l) {
