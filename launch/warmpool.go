@@ -240,13 +240,20 @@ func (p *WarmPool) add(key WarmKey, sb WarmSandbox, err error, fp string) (*warm
 }
 
 // awaitBuilt waits until e is built, dead, or out of the pool, and records
-// the build's duration when it was built.
+// how long its build took. A sandbox taken before it was built (its exec
+// waits for the rest) gives only a lower bound, the time to the take: it
+// may raise the estimate, never lower it, so a pool whose every sandbox is
+// taken unbuilt still learns that builds are slow.
 func (p *WarmPool) awaitBuilt(key WarmKey, e *warmEntry, start time.Time) {
+	built := true
 	select {
 	case <-e.sb.Ready():
-	case <-e.sb.Dead():
-		return
 	case <-e.gone:
+		built = isClosed(e.sb.Ready())
+		if !built && isClosed(e.sb.Dead()) {
+			return
+		}
+	case <-e.sb.Dead():
 		return
 	case <-p.quit:
 		return
@@ -255,9 +262,10 @@ func (p *WarmPool) awaitBuilt(key WarmKey, e *warmEntry, start time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.key(key)
-	if st.build == 0 {
+	switch {
+	case st.build == 0:
 		st.build = d
-	} else {
+	case built || d > st.build:
 		st.build += (d - st.build) / warmBuildSmoothing
 	}
 }
@@ -405,16 +413,17 @@ func (p *WarmPool) IdleCounts() map[string]int {
 	return out
 }
 
-// Targets is the current target size per runtime of the keys kept warm
-// (metrics).
-func (p *WarmPool) Targets() map[string]int {
+// Targets is the current target size and build-time estimate per runtime
+// of the keys kept warm (metrics).
+func (p *WarmPool) Targets() (target map[string]int, build map[string]time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int{}
+	target, build = map[string]int{}, map[string]time.Duration{}
 	for k := range p.keys {
-		out[k.Runtime] = p.targetLocked(k, p.key(k))
+		st := p.key(k)
+		target[k.Runtime], build[k.Runtime] = p.targetLocked(k, st), st.build
 	}
-	return out
+	return target, build
 }
 
 func isClosed(c <-chan struct{}) bool {

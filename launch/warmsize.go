@@ -1,30 +1,29 @@
 package launch
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // How the warm pool sizes itself (docs/DESIGN.md "Warm pool"). Each key's
 // target is
 //
-//	clamp(ceil(rate × build), Min, Max)
+//	clamp(most takes within one build time, Min, Max)
 //
-// where rate is the key's takes (served or missed) in the last
-// warmRateWindow divided by the time since the oldest of them (at least
-// warmRateMinSpan, so two takes a millisecond apart are not a thousand a
-// second), and build is the moving average of how long a build of the key
-// takes, from its builder slot to bwrap running the stub. By Little's law
-// that is how many sandboxes are being rebuilt at once when takes come at
-// that rate: with as many waiting, a take finds one built. A burst raises
-// the target at once (the rate is over the burst's own span); builds start
-// at the next take. Idle sandboxes above the target are retired once they
-// have waited warmIdleRetire, oldest first, never below Min: a short lull
-// does not throw away what the next burst needs.
+// over the key's takes (served or missed) of the last warmRateWindow:
+// the largest number of them that arrived less than one build time after
+// the first of them, where the build time is the moving average of how
+// long a build of the key takes, from its builder slot to bwrap running
+// the stub. That many takes cannot be served by replacements started at
+// the first of them, so the pool keeps that many built. For a steady rate
+// it is ceil(rate × build time), Little's law for the sandboxes being
+// rebuilt at once; unlike the mean rate it also sees a burst's clumps (at
+// concurrency 4, four execs ending together take four sandboxes at once).
+// A burst raises the target at its next take, and builds start then. Idle
+// sandboxes above the target are retired once they have waited
+// warmIdleRetire, oldest first, never below the target: a short lull does
+// not throw away what the next burst needs. Once the window holds no take,
+// the target is Min.
 const (
-	warmRateWindow  = 10 * time.Second
-	warmRateMinSpan = time.Second
-	warmIdleRetire  = 15 * time.Second
+	warmRateWindow = 10 * time.Second
+	warmIdleRetire = 15 * time.Second
 	// warmRetireEvery is how often Keep looks for sandboxes to retire.
 	warmRetireEvery = 5 * time.Second
 	// warmBuildSmoothing: a new build time moves the average by 1/4 of
@@ -44,10 +43,14 @@ func (p *WarmPool) targetLocked(key WarmKey, st *warmKeyState) int {
 	if p.cfg.Min == p.cfg.Max || len(st.demand) == 0 || st.build <= 0 {
 		return p.cfg.Min
 	}
-	span := max(now.Sub(st.demand[0]), warmRateMinSpan)
-	rate := float64(len(st.demand)) / span.Seconds()
-	want := math.Ceil(rate * st.build.Seconds())
-	return int(min(max(want, float64(p.cfg.Min)), float64(p.cfg.Max)))
+	peak, first := 0, 0
+	for i, at := range st.demand { // in order: appended as taken
+		for at.Sub(st.demand[first]) >= st.build {
+			first++
+		}
+		peak = max(peak, i-first+1)
+	}
+	return min(max(peak, p.cfg.Min), p.cfg.Max)
 }
 
 // Target is key's current target size (metrics, tests).

@@ -93,8 +93,11 @@ func TestWarmPoolBuilderSlotHeldUntilBuilt(t *testing.T) {
 func TestWarmPoolTargetFollowsDemand(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
 	b := &fakeBuilder{}
+	var first atomic.Bool
 	build := func(key WarmKey) (WarmSandbox, error) {
-		clock.Advance(100 * time.Millisecond) // a build takes 100 ms
+		if first.CompareAndSwap(false, true) {
+			clock.Advance(100 * time.Millisecond) // the first build takes 100 ms, later ones less
+		}
 		return b.build(key)
 	}
 	p := NewWarmPool(WarmPoolConfig{Min: 1, Max: 4, Builders: 2, Build: build,
@@ -105,15 +108,23 @@ func TestWarmPoolTargetFollowsDemand(t *testing.T) {
 	if got := p.Target(pyKey); got != 1 {
 		t.Fatalf("target %d with no demand, want the floor 1", got)
 	}
-	// 10 takes in a second at 100 ms a build: one rebuilt at a time.
-	for range 10 {
+	// A take a second: each is rebuilt long before the next.
+	for range 5 {
 		p.Take(pyKey)
-	}
-	if got := p.Target(pyKey); got != 1 {
-		t.Fatalf("target %d at 10/s, want ceil(10/s × 0.1 s) = 1", got)
+		clock.Advance(time.Second)
+		if got := p.Target(pyKey); got != 1 {
+			t.Fatalf("target %d at one take a second, want 1", got)
+		}
 	}
 	clock.Advance(warmRateWindow) // that demand is over
-	for range 200 {               // a burst: 200 takes while builds advance the clock
+	// Three takes at once: three sandboxes are needed within one build.
+	for range 3 {
+		p.Take(pyKey)
+	}
+	if got := p.Target(pyKey); got != 3 {
+		t.Fatalf("target %d after 3 takes at once, want 3", got)
+	}
+	for range 20 { // a burst beyond the cap
 		p.Take(pyKey)
 	}
 	if got := p.Target(pyKey); got != 4 {

@@ -190,7 +190,8 @@ func (s *Server) writeWarmMetrics(w io.Writer) {
 	if p == nil {
 		return
 	}
-	counts, targets, st := p.IdleCounts(), p.Targets(), p.Stats()
+	counts, st := p.IdleCounts(), p.Stats()
+	targets, builds := p.Targets()
 	for _, g := range []struct {
 		name, help string
 		v          map[string]int
@@ -202,6 +203,11 @@ func (s *Server) writeWarmMetrics(w io.Writer) {
 		for _, rt := range warmLanguages {
 			fmt.Fprintf(w, "%s{runtime=%q} %d\n", g.name, rt, g.v[rt])
 		}
+	}
+	fmt.Fprintln(w, "# HELP sandboxd_warm_build_seconds Moving average of a warm sandbox's build (builder slot to bwrap running the stub), by runtime; 0 before one is measured.")
+	fmt.Fprintln(w, "# TYPE sandboxd_warm_build_seconds gauge")
+	for _, rt := range warmLanguages {
+		fmt.Fprintf(w, "sandboxd_warm_build_seconds{runtime=%q} %.3f\n", rt, builds[rt].Seconds())
 	}
 	for _, m := range []struct {
 		name, help string
