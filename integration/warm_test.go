@@ -641,7 +641,7 @@ func metric(t *testing.T, s *supervisor, sample string) float64 {
 // floor. Counts only, never speed: make bench measures that.
 func TestWarmPoolAdaptsToABurst(t *testing.T) {
 	in := setup(t)
-	const n, conc = 60, 4
+	const n, conc = 100, 4
 	// --max-concurrent-execs 5: one caller may hold 4 at once.
 	run := func(size string) (warm int, s *supervisor) {
 		s = in.startSupervisor(t, supervisorOpts{extra: []string{"--warm-pool", size, "--max-concurrent-execs", "5"}})

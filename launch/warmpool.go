@@ -231,6 +231,9 @@ func (p *WarmPool) add(key WarmKey, sb WarmSandbox, err error, fp string) (*warm
 	defer p.mu.Unlock()
 	st := p.key(key)
 	st.building--
+	if !p.keys[key] && st.building == 0 && len(st.idle) == 0 {
+		delete(p.state, key) // the last build of a key no longer kept
+	}
 	if err != nil || p.closed || !p.keys[key] {
 		return nil, p.closed
 	}
