@@ -47,11 +47,12 @@ const (
 	DefaultMaxSessions         = 16
 	DefaultMaxConcurrentExecs  = 4
 	// DefaultWarmPool is the warm sandboxes kept per language (python,
-	// javascript): sized for a 2-core host, where a third idle interpreter
-	// buys no latency (one exec at a time per core takes one, a
-	// replacement is built while it runs).
+	// javascript), a fixed size: sized for a 2-core host, where a third
+	// idle interpreter buys no latency (one exec at a time per core takes
+	// one, a replacement is built while it runs). --warm-pool MIN:MAX
+	// lets the size follow the demand.
 	DefaultWarmPool = 2
-	// MaxWarmPool bounds --warm-pool: each warm sandbox is an idle
+	// MaxWarmPool bounds --warm-pool's cap: each warm sandbox is an idle
 	// interpreter (10-40 MiB) held under its own cgroup.
 	MaxWarmPool = 32
 	// DefaultHelperPool pre-starts two helpers: enough for concurrency 2
@@ -182,8 +183,10 @@ type Config struct {
 	MaxSessions        int
 	MaxConcurrentExecs int
 	// WarmPool is how many warm sandboxes are kept per language for
-	// one-shot execs (supervisor/warmpool.go); 0 disables the pool.
-	WarmPool int
+	// one-shot execs (supervisor/warmpool.go): a floor and a cap the size
+	// follows the demand between (equal: a fixed size); a cap of 0
+	// disables the pool.
+	WarmPool WarmPoolSize
 	// HelperPool keeps this many sandboxd-nsinit helpers pre-started
 	// (prelude done, in their own cgroup, waiting for a spec); 0: off.
 	HelperPool int
@@ -310,7 +313,7 @@ func Defaults() Config {
 		WorkspaceQuotaBytes:   DefaultWorkspaceQuotaBytes,
 		MaxSessions:           DefaultMaxSessions,
 		MaxConcurrentExecs:    DefaultMaxConcurrentExecs,
-		WarmPool:              DefaultWarmPool,
+		WarmPool:              WarmPoolSize{Min: DefaultWarmPool, Max: DefaultWarmPool},
 		HelperPool:            DefaultHelperPool,
 		MaxQueuedExecs:        DefaultMaxQueuedExecs,
 		CgroupParent:          "sandboxd",
@@ -465,7 +468,7 @@ func settings() []setting {
 		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
 		{"helper-pool", "sandboxd-nsinit helpers kept pre-started (namespaces made, capabilities dropped, in their own cgroup, waiting for a launch; replaced every 30 s); each launch takes one, which takes the helper's start-up and the cgroup v1 move off its latency; 0: off", func(c *Config) flag.Value { return (*intValue)(&c.HelperPool) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
-		{"warm-pool", "warm sandboxes kept per language (python, javascript) for one-shot execs: built ahead, each taken by one exec and destroyed after it; 0 disables", func(c *Config) flag.Value { return (*intValue)(&c.WarmPool) }},
+		{"warm-pool", "warm sandboxes kept per language (python, javascript) for one-shot execs: built ahead, each taken by one exec and destroyed after it; N keeps N, MIN:MAX sizes each language by its recent exec rate between MIN and MAX (idle ones above MIN are retired); 0 disables", func(c *Config) flag.Value { return &warmPoolValue{p: &c.WarmPool} }},
 		{"archive-backend", "where keyed sessions are archived when they end and restored from: local, s3 or none", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveBackend) }},
 		{"archive-dir", "directory of local session archives (restored by key); empty: <state-dir>/archives", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
 		{"s3-endpoint", "S3 API endpoint of the s3 archive backend, http(s)://host[:port] (AWS, MinIO, Ceph RGW...; path-style, SigV4)", func(c *Config) flag.Value { return (*stringValue)(&c.S3Endpoint) }},
@@ -726,8 +729,8 @@ func (c Config) validateCapacity(bad badFunc) {
 	if c.MaxQueuedExecs < 0 {
 		bad("max-queued-execs", "%d is negative", c.MaxQueuedExecs)
 	}
-	if c.WarmPool < 0 || c.WarmPool > MaxWarmPool {
-		bad("warm-pool", "%d is outside 0..%d", c.WarmPool, MaxWarmPool)
+	if err := c.WarmPool.Validate(); err != nil {
+		bad("warm-pool", "%v", err)
 	}
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
@@ -867,6 +870,8 @@ func SettingDocs() []SettingDoc {
 			kind = "id list"
 		case *listenValue:
 			kind = "address list"
+		case *warmPoolValue:
+			kind = "N or MIN:MAX"
 		}
 		out = append(out, SettingDoc{Flag: s.name, Env: EnvName(s.name), Usage: s.usage, Kind: kind, Default: v.String()})
 	}
