@@ -66,6 +66,9 @@ type Session struct {
 	drained    chan struct{} // closed when busy drops to 0 while deleting
 }
 
+// OwnerID is the session owner's identity ("uid:N" or "key:<name>").
+func (s *Session) OwnerID() string { return s.owner() }
+
 // owner is the session owner's identity.
 func (s *Session) owner() string {
 	if s.Owner != "" {

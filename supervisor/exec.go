@@ -101,6 +101,9 @@ func (s *Server) decideAndAdmit(c *execCall, req api.ExecRequest) (decision, con
 	if apiE == nil {
 		d, apiE = s.decideExec(req, c.caller, c.id, c.sess)
 	}
+	if apiE == nil {
+		apiE = foreignKernelRefusal(c.sess, c.caller, d.mode)
+	}
 	launchCtx, endExec, release := c.r.Context(), func() {}, func() {}
 	if apiE == nil && c.sess != nil {
 		var end func()

@@ -59,6 +59,7 @@ type Server struct {
 	live     *liveSettings         // admin overrides (settings.go)
 	// auth authenticates requests on TCP listeners (SetAuth).
 	auth          atomic.Pointer[Auth] // nil: no authentication (SetAuth never called)
+	keys          keysStatus           // the keys file's loads, for health (LoadKeys)
 	authFails     *authFailures
 	authFailDelay time.Duration
 	handler       http.Handler
@@ -302,7 +303,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, api.Health{OK: ready, Status: checks.Status(), Version: s.version, Checks: checks, Runtimes: policy.Runtimes(), Environments: s.environmentHealth()})
+	writeJSON(w, status, api.Health{OK: ready, Status: checks.Status(), Version: s.version, Checks: checks, Runtimes: policy.Runtimes(),
+		Environments: s.environmentHealth(), Keys: s.keysHealth()})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {

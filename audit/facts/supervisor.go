@@ -19,7 +19,7 @@ type Accept struct {
 	// Front-door refusals (DESIGN.md I11: per-caller limits, refusal
 	// records rate-limited per caller).
 	BodyRead           *bool      `json:"body_read,omitempty" doc:"false: refused by a per-caller limit before its body was read"`
-	ConnectionRefused  string     `json:"connection_refused,omitzero" doc:"refused at accept, before any request was read (method and path are empty): caller (the uid's connection share) or global (--max-connections)"`
+	ConnectionRefused  string     `json:"connection_refused,omitzero" doc:"refused at accept, before any request was read (method and path are empty): caller (the uid's connection share, or an unauthenticated TCP address's), global (the listener's --max-connections) or unauthenticated (a TCP listener's budget for connections not yet authenticated)"`
 	RefusalsSuppressed int        `json:"refusals_suppressed,omitzero" doc:"refusals of this caller not recorded one by one since its previous refusal record (at most one a second per caller)"`
 	Aggregate          bool       `json:"aggregate,omitzero" doc:"the record stands for refusals_suppressed refusals of the caller, not for one request (method and path are the last one's)"`
 	Since              *time.Time `json:"since,omitempty" doc:"on an aggregate: the start of the second whose refusals it counts"`

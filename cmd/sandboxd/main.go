@@ -21,7 +21,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
@@ -268,20 +267,9 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 	if len(cfg.Listen) == 0 && cfg.E2BListen == "" {
 		return nil, nil
 	}
-	loadKeys := func() error {
-		if cfg.APIKeysFile == "" {
-			srv.SetAuth(supervisor.Auth{})
-			return nil
-		}
-		keys, err := apikey.Load(cfg.APIKeysFile, os.Getuid())
-		if err != nil {
-			return err
-		}
-		srv.SetAuth(supervisor.Auth{Keys: keys})
-		log.Info("api keys loaded", "file", cfg.APIKeysFile, "names", keys.Names())
-		return nil
-	}
-	if err := loadKeys(); err != nil {
+	if cfg.APIKeysFile == "" {
+		srv.SetAuth(supervisor.Auth{})
+	} else if err := srv.LoadKeys(cfg.APIKeysFile); err != nil {
 		return nil, err
 	}
 	if cfg.APIKeysFile == "" {
@@ -317,8 +305,9 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 				return
 			case <-hup:
 			}
-			if err := loadKeys(); err != nil {
-				log.Error("SIGHUP: API keys not reloaded; the old ones stay", "err", err)
+			if cfg.APIKeysFile != "" {
+				// A failure is logged, audited and shown in health there.
+				_ = srv.ReloadKeys(cfg.APIKeysFile)
 			}
 			if certs == nil {
 				continue
