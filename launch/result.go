@@ -1,34 +1,19 @@
 package launch
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/workspace"
+	"golang.org/x/sys/unix"
 )
-
-// run starts the helper for req, reaps everything it started, and turns
-// what happened into a result or a launch error; either way the reap
-// record ends the exec's trail.
-func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q quotaCheck) (*ExecResult, *helperRun, error) {
-	start := time.Now()
-	hr, err := h.runHelper(ctx, req, buildSpec(req, wsName), q)
-	if err != nil {
-		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
-		return nil, hr, err
-	}
-	res, err := h.conclude(req, hr, q, time.Since(start), nil)
-	return res, hr, err
-}
 
 // conclude turns a reaped run into a result or a launch error and writes
 // the reap record (with extra facts, if any) that ends req's trail.
@@ -103,6 +88,22 @@ func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) 
 		res.ExitCode = &code
 	}
 	return res
+}
+
+// collect adds the requested artifacts to res and audits them.
+func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *ExecResult) {
+	arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
+	if err != nil {
+		h.cfg.Log.Error("collect artifacts", "exec_id", req.ExecID, "err", err)
+	}
+	res.ArtifactsTruncated = truncated
+	res.Artifacts = make([]Artifact, 0, len(arts))
+	f := &facts.Artifacts{Patterns: req.Artifacts, Artifacts: make([]facts.Artifact, 0, len(arts)), Truncated: truncated}
+	for _, a := range arts {
+		res.Artifacts = append(res.Artifacts, Artifact(a))
+		f.Artifacts = append(f.Artifacts, facts.Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256})
+	}
+	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: f})
 }
 
 // Attest is the policy attestation of an exec of any kind (cold, warm, a
