@@ -279,8 +279,10 @@ func TestHostKill9LeavesNothing(t *testing.T) {
 		t.Fatalf("create session: %d %v %s", status, err, body)
 	}
 	h.exec("/v1/sessions/"+jsonField(t, body, "id")+"/exec", py("k = 1"))
-	go func() { _, _, _ = h.try("POST", "/v1/exec", py("import time\ntime.sleep(120)")) }()
-	time.Sleep(5 * time.Second)
+	slow := py("import time\ntime.sleep(50)")
+	slow["timeout_ms"] = hcTimeoutMS
+	go func() { _, _, _ = h.try("POST", "/v1/exec", slow) }()
+	time.Sleep(10 * time.Second) // under TCG a cold python start takes seconds
 	old, err := h.pid()
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +318,7 @@ func TestHostKill9LeavesNothing(t *testing.T) {
 // at their baseline.
 func TestHostLoadLeaks(t *testing.T) {
 	h := hostSvc(t)
-	n, _ := strconv.Atoi(hcEnv("SANDBOXD_HC_LOAD_N", "60"))
+	n, _ := strconv.Atoi(hcEnv("SANDBOXD_HC_LOAD_N", "40"))
 	pid, err := h.pid()
 	if err != nil {
 		t.Fatal(err)
@@ -338,6 +340,7 @@ func TestHostLoadLeaks(t *testing.T) {
 				if i%3 == 0 {
 					req = lang("javascript", fmt.Sprintf("console.log(%d)", i))
 				}
+				req["timeout_ms"] = hcTimeoutMS
 				status, body, err := h.try("POST", "/v1/exec", req)
 				if err != nil || status != 200 || !strings.Contains(string(body), fmt.Sprintf(`"stdout":"%d\n"`, i)) {
 					mu.Lock()

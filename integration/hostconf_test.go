@@ -15,7 +15,7 @@ package integration
 // host must report (default v2); SANDBOXD_HC_RESTART, a shell command that
 // restarts the service (default `systemctl restart sandboxd`);
 // SANDBOXD_HC_STATE_DIR (default /var/lib/sandboxd); SANDBOXD_HC_LOAD_N,
-// the execs of the reduced load and leak check (default 60).
+// the execs of the reduced load and leak check (default 40).
 //
 // After a SIGKILL of the supervisor, something must start it again: systemd
 // (Restart=on-failure) under the unit; the row's own loop under `make run`.
@@ -38,6 +38,9 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/testutil"
 )
+
+// hcTimeoutMS is the timeout of the suite's execs (see hostService.exec).
+const hcTimeoutMS = 60000
 
 func hcEnv(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -148,8 +151,13 @@ func (h *hostService) try(method, path string, body any) (int, []byte, error) {
 }
 
 // exec runs one request (path /v1/exec or a session's) and requires a 200.
+// A request without timeout_ms gets a minute, the largest a one-shot may
+// ask for by default: a virtual machine without KVM starts node in seconds.
 func (h *hostService) exec(path string, req map[string]any) api.ExecResult {
 	h.t.Helper()
+	if _, ok := req["timeout_ms"]; !ok {
+		req["timeout_ms"] = hcTimeoutMS
+	}
 	status, body, err := h.try("POST", path, req)
 	if err != nil || status != 200 {
 		h.t.Fatalf("POST %s: status %d err %v: %s", path, status, err, body)

@@ -5,8 +5,8 @@
 # runs the row's script from the payload disk on boot.
 #
 # The image is cached under SANDBOXD_VM_CACHE (default /var/cache/sandboxd-vm),
-# keyed by the Debian release, the package list and this script and the guest
-# files; a cache hit costs nothing. Prints the cache directory, which holds
+# keyed by the Debian release, the mirror, the package list and the recipe
+# number below; a cache hit costs nothing. Prints the cache directory, which holds
 # base.img (raw ext4), vmlinuz and initrd.img.
 #
 # Usage: vm/image.sh [base|docker]   (docker adds docker.io for the Compose row)
@@ -37,7 +37,10 @@ esac
 pkgs=$(echo $pkgs)
 
 cache=${SANDBOXD_VM_CACHE:-/var/cache/sandboxd-vm}
-key=$( { echo "$release $mirror $size $flavour"; echo "$pkgs"; cat vm/image.sh; } | sha256sum | cut -c1-16)
+# RECIPE: bump when what this script does to the image changes (edits of
+# its messages or comments must not cost a rebuild).
+recipe=1
+key=$( { echo "$recipe $release $mirror $size $flavour"; echo "$pkgs"; } | sha256sum | cut -c1-16)
 out=$cache/$flavour-$release-$key
 if [ -f "$out/base.img" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ]; then
   echo "$out"
@@ -89,7 +92,7 @@ chroot "$root" apt-get clean
 cp "$root"/boot/vmlinuz-* "$work/vmlinuz"
 cp "$root"/boot/initrd.img-* "$work/initrd.img"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
-mke2fs -q -t ext4 -L sandboxd-vm -d "$root" "$work/base.img" "$size"
+mke2fs -q -t ext4 -L sandboxd-vm -d "$root" "$work/base.img" "$size" >/dev/null
 rm -rf "$root"
 mv "$work" "$out.tmp" && mv "$out.tmp" "$out"
 trap - EXIT
