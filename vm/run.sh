@@ -41,6 +41,9 @@ cp bin/sandboxd bin/sandboxctl bin/sandboxd-nsinit bin/sandboxd-exec bin/sandbox
 cp -r scripts profiles deploy "$p/src/"
 cp vm/guest/row.sh "$p/row.sh"
 echo "$row" > "$p/row"
+# SANDBOXD_VM_TESTS narrows the suite (a go test -run pattern) while working
+# on one test; the targets always run all of it.
+echo "${SANDBOXD_VM_TESTS:-^TestHost}" > "$p/tests"
 # The suite, compiled here (the guest has no Go; it links libseccomp
 # dynamically, which the image has).
 "$go" test -c -tags hostconf -o "$p/it.test" ./integration

@@ -42,8 +42,8 @@ start_unit() {
 # operator would run make run again. The loop runs in a scope of its own in
 # user.slice, without Delegate=, as a root login session's shell does.
 start_run_sh() {
-  sed -e '/^scripts\/deps.sh$/d' -e '/^make --no-print-directory build$/d' scripts/run.sh > scripts/run-vm.sh
-  grep -q 'deps.sh\|make .*build' scripts/run-vm.sh && verdict FAIL "scripts/run.sh changed shape: vm/guest/row.sh cannot strip its deps and build steps"
+  sed -e '/^[[:space:]]*scripts\/deps.sh$/d' -e '/^[[:space:]]*make --no-print-directory build$/d' scripts/run.sh > scripts/run-vm.sh
+  grep -q '^[^#]*\(deps.sh\|make .*build\)' scripts/run-vm.sh && verdict FAIL "scripts/run.sh changed shape: vm/guest/row.sh cannot strip its deps and build steps"
   chmod +x scripts/run-vm.sh
   systemd-run --quiet --scope --slice=user.slice --unit=hc-root-shell -- bash -c '
     while [ ! -e /run/hc-stop ]; do
@@ -73,7 +73,7 @@ say "sandboxctl health:"; /usr/local/bin/sandboxctl health 2>&1 | head -20
 say "sandboxctl doctor:"; /usr/local/bin/sandboxctl doctor 2>&1 | tail -25
 
 say "host-conformance suite"
-CI=true /payload/it.test -test.run '^TestHost' -test.v -test.count=1 -test.timeout 20m > "$res/go-test.log" 2>&1
+CI=true /payload/it.test -test.run "$(cat /payload/tests)" -test.v -test.count=1 -test.timeout 20m > "$res/go-test.log" 2>&1
 rc=$?
 say "suite exit $rc"
 touch /run/hc-stop
