@@ -14,7 +14,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration race lint bench load deps clean vet check-deploy k8s-schemas fuzz deps-vm vm-image vm-test vm-test-all
+.PHONY: all build run install test unit integration race lint bench load deps deps-dev clean vet check-deploy k8s-schemas fuzz deps-vm vm-image vm-test vm-test-all
 
 all: build
 
@@ -43,8 +43,14 @@ bin/sandboxd-relay: nsinit/shim/sandboxd-relay.c
 	@mkdir -p bin
 	gcc -static -O2 -Wall -Wextra -Werror -o $@ $<
 
+# What building and running need (make run uses it): nothing for tests.
 deps:
 	scripts/deps.sh
+
+# That plus what developing and testing need: golangci-lint, systemd
+# (systemd-analyze), apparmor (apparmor_parser), python3-pip/-requests.
+deps-dev:
+	scripts/deps.sh --dev
 
 # Test tools, built from Go modules through the module proxy: versitygw is
 # the real S3 server the archive tests start (archive/archivetest).
@@ -64,8 +70,8 @@ run:
 # Every unit and integration test, the linters and the race detector.
 # Integration tests run the real supervisor as a real non-root user against
 # the real helper with real file capabilities; they need root to set that up
-# and fail (never skip) under CI=true. `deps` installs only what is missing.
-test: deps tools build vet lint race check-deploy
+# and fail (never skip) under CI=true. `deps-dev` installs only what is missing.
+test: deps-dev tools build vet lint race check-deploy
 	$(GO) test -count=1 -timeout 20m ./...
 
 unit: tools
@@ -77,7 +83,7 @@ integration: tools build
 # golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and
 # installs into the Go bin directory when missing.
 GOLANGCI_LINT = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/golangci-lint
-lint: deps
+lint: deps-dev
 	$(GOLANGCI_LINT) run ./...
 
 # The race detector on the packages whose tests run without root (the
@@ -102,7 +108,7 @@ vet:
 # trail costs per exec (fdatasync at each record, at the barriers, none;
 # SANDBOXD_BENCH_AUDIT_DIR picks the file system, e.g. the state
 # directory's) and what each cgroup v1 operation of a launch costs.
-bench: deps tools build
+bench: deps-dev tools build
 	$(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
 	$(GO) test -tags bench -count=1 -run '^TestArchiveS3Figures$$' -v -timeout 10m ./integration/
 	$(GO) test -tags bench -count=1 -run '^TestAuditCost$$' -v ./audit/
@@ -110,7 +116,7 @@ bench: deps tools build
 
 # 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes),
 # then every leakable resource compared with its baseline.
-load: deps build
+load: deps-dev build
 	$(GO) test -tags load -count=1 -run '^TestLoad$$' -v -timeout 40m ./integration/
 
 clean:

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -158,7 +159,24 @@ type Connection struct {
 type Usage struct {
 	CPUMS    int64 `json:"cpu_ms"`
 	MaxRSSKB int64 `json:"max_rss_kb"`
+	// Source says where the figures come from: UsageSourceCgroup,
+	// UsageSourceRusage or UsageSourceMixed (API.md, usage). Absent where
+	// the exec kind does not say yet.
+	Source string `json:"source,omitempty"`
 }
+
+// Sources of an exec's usage.
+const (
+	// UsageSourceCgroup: both figures from the exec's own cgroup -- CPU
+	// time of every process that ran in it, and its memory peak.
+	UsageSourceCgroup = "cgroup"
+	// UsageSourceRusage: both from the helper's wait4 rusage (no cgroup):
+	// the processes it waited for only, max_rss_kb the largest one's RSS.
+	UsageSourceRusage = "rusage"
+	// UsageSourceMixed: cpu_ms from the cgroup, max_rss_kb from rusage (a
+	// cgroup v2 kernel before 5.19 keeps no memory.peak).
+	UsageSourceMixed = "mixed"
+)
 
 // Artifact is one collected output file; size, sha256 and content are of
 // the bytes actually read.
@@ -208,7 +226,12 @@ type Liveness struct {
 
 // Health is the body of GET /v1/health, ready (200) or not (503).
 type Health struct {
-	OK       bool         `json:"ok"`
+	OK bool `json:"ok"`
+	// Status is HealthReady, HealthDegraded (ready, but memory, pids and
+	// CPU limits are not enforced -- cgroups "none", which only a
+	// supervisor started with --allow-no-cgroups runs with -- or the
+	// archive store failing) or HealthNotReady.
+	Status   string       `json:"status"`
 	Version  string       `json:"version"`
 	Checks   HealthChecks `json:"checks"`
 	Runtimes []string     `json:"runtimes"`
@@ -226,12 +249,30 @@ type EnvironmentHealth struct {
 	Status string `json:"status"`
 }
 
+// Values of Health.Status.
+const (
+	HealthReady    = "ready"
+	HealthDegraded = "degraded"
+	HealthNotReady = "not_ready"
+)
+
+// Status is the Health.Status these checks make.
+func (h HealthChecks) Status() string {
+	switch {
+	case !h.Ready():
+		return HealthNotReady
+	case h.Cgroups == "none" || strings.HasPrefix(h.Archive, "degraded"):
+		return HealthDegraded
+	}
+	return HealthReady
+}
+
 // CheckOK is the value of a check that passed.
 const CheckOK = "ok"
 
 // HealthChecks are the host checks of GET /v1/health. Each string is "ok"
 // or the reason it is not (with the fix); Cgroups is "v2", "v1" or "none"
-// and does not gate readiness.
+// and does not gate readiness ("none" makes the status degraded).
 type HealthChecks struct {
 	Bwrap   string `json:"bwrap"`
 	Userns  string `json:"userns"`

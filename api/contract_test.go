@@ -515,7 +515,7 @@ func TestContractCatchesDrift(t *testing.T) {
 	// schema lacks.
 	usage := map[string]any{
 		"type": "object", "additionalProperties": false, "required": []any{"cpu_ms", "max_rss_kb"},
-		"properties": map[string]any{"cpu_ms": map[string]any{}, "max_rss_kb": map[string]any{}},
+		"properties": map[string]any{"cpu_ms": map[string]any{}, "max_rss_kb": map[string]any{}, "source": map[string]any{}},
 	}
 	if p := schemaProblems("Usage", usage, reflect.TypeFor[Usage]()); len(p) != 0 {
 		t.Fatalf("the good schema has problems: %v", p)

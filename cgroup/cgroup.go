@@ -3,16 +3,19 @@
 // limits; it reads back whether the OOM killer ended the run, kills what is
 // left, and removes the cgroup afterwards.
 //
-// Two layouts: cgroup v2 with a delegated subtree whose cgroup.subtree_control
-// enables memory, pids and cpu (systemd Delegate=yes, a container's cgroup
-// namespace); and cgroup v1 with the memory, pids and cpu controllers on
+// Two layouts. cgroup v2: the cgroup the supervisor starts in is delegated
+// to its uid (systemd Delegate=yes, make run's transient scope or the
+// cgroup it makes, a container's cgroup namespace); Setup moves the
+// supervisor into a leaf of it (LeafName), enables memory, pids and cpu for
+// its children and makes the directory named Parent that holds the exec
+// cgroups (v2.go). cgroup v1 with the memory, pids and cpu controllers on
 // their own hierarchies (hybrid hosts, such as the machines this project is
-// built on, whose cgroup2 mount has no controllers). In both, the delegated
-// subtree is a directory named Parent below the cgroup the supervisor itself
-// is in, owned by the supervisor's uid (make install / make run create it).
+// built on, whose cgroup2 mount has no controllers): the directory named
+// Parent below the supervisor's own cgroup in each, owned by the
+// supervisor's uid (make run and the installer create it).
 //
-// It must never create, write or remove a cgroup outside that subtree, and
-// never follow a symlink inside it.
+// It must never create, write or remove a cgroup outside the delegated
+// subtree, and never follow a symlink inside it.
 package cgroup
 
 import (
@@ -72,6 +75,8 @@ func (m *Manager) Dirs() map[string]string { return m.dirs }
 type Host struct {
 	ProcSelf string
 	UID      int
+	// PID is the process Setup moves into LeafName (0: this process).
+	PID int
 }
 
 // Detect finds a delegated subtree named parent for the calling process.
@@ -89,12 +94,13 @@ func Detect(h Host, parent string) *Manager {
 		return none(fmt.Sprintf("read cgroup mounts: %v", err))
 	}
 	var why []string
-	// v2 first: a delegated cgroup2 subtree with the controllers enabled.
+	// v2 first: a delegated cgroup2 subtree with the controllers enabled
+	// (Setup made it; a supervisor in LeafName finds it beside its leaf).
 	if mnt, ok := mounts[""]; ok {
-		dir := filepath.Join(mnt, own[""], parent)
+		dir := filepath.Join(v2Root(mnt, own[""]), parent)
 		if err := usable(dir, h.UID); err != nil {
 			why = append(why, "v2: "+err.Error())
-		} else if missing := missingControllers(filepath.Join(dir, "cgroup.subtree_control")); len(missing) > 0 {
+		} else if missing := missingFrom(filepath.Join(dir, "cgroup.subtree_control")); len(missing) > 0 {
 			why = append(why, fmt.Sprintf("v2: %s does not enable %s in cgroup.subtree_control", dir, strings.Join(missing, ", ")))
 		} else {
 			return &Manager{mode: ModeV2, dirs: map[string]string{"": dir}, reason: "cgroup v2 subtree " + dir}
@@ -115,16 +121,31 @@ func Detect(h Host, parent string) *Manager {
 		dirs[c] = dir
 	}
 	if len(dirs) == len(Controllers) {
+		addCPUAcct(dirs, mounts, own, parent, h.UID)
 		return &Manager{mode: ModeV1, dirs: dirs, reason: "cgroup v1 subtrees " + strings.Join(sortedValues(dirs), ", ")}
 	}
-	return none(strings.Join(why, "; ") + "; fix: as root, create the delegated directory below the supervisor's cgroup in each hierarchy and chown it to the service user (make install does), or run under systemd with Delegate=yes")
+	return none(strings.Join(why, "; ") + "; fix: run under systemd with Delegate=yes (deploy/systemd/sandboxd.service; make run uses a transient scope with Delegate=yes), or on cgroup v2 without systemd start the supervisor in a cgroup chowned to the service user (scripts/run.sh), or on a v1 host create the delegated directory below the supervisor's cgroup in each hierarchy and chown it to the service user (sandboxctl admin delegate-cgroups)")
+}
+
+// addCPUAcct adds the v1 cpuacct hierarchy's delegated directory, when
+// cpuacct is mounted apart from cpu (as on the hosts this project is built
+// on) and the directory is there: exec CPU time comes from its
+// cpuacct.usage. It is optional: without it usage falls back to rusage.
+func addCPUAcct(dirs map[string]string, mounts, own map[string]string, parent string, uid int) {
+	mnt, ok := mounts["cpuacct"]
+	if !ok || mnt == mounts["cpu"] {
+		return
+	}
+	if dir := filepath.Join(mnt, own["cpuacct"], parent); usable(dir, uid) == nil {
+		dirs["cpuacct"] = dir
+	}
 }
 
 func none(reason string) *Manager { return &Manager{mode: ModeNone, reason: reason} }
 
 func sortedValues(m map[string]string) []string {
 	var out []string
-	for _, c := range Controllers {
+	for _, c := range append(append([]string{}, Controllers...), "cpuacct") {
 		if v, ok := m[c]; ok {
 			out = append(out, v)
 		}
@@ -145,24 +166,6 @@ func usable(dir string, uid int) error {
 		return fmt.Errorf("delegated cgroup %s is owned by uid %d, not this process's uid %d", dir, st.Uid, uid)
 	}
 	return nil
-}
-
-func missingControllers(subtreeControl string) []string {
-	b, err := os.ReadFile(subtreeControl)
-	if err != nil {
-		return Controllers
-	}
-	have := map[string]bool{}
-	for _, f := range strings.Fields(string(b)) {
-		have[f] = true
-	}
-	var missing []string
-	for _, c := range Controllers {
-		if !have[c] {
-			missing = append(missing, c)
-		}
-	}
-	return missing
 }
 
 // parseProcCgroup maps each controller ("" for the v2 hierarchy) to the
@@ -233,6 +236,9 @@ func cgroupMounts(r io.Reader) (map[string]string, error) {
 type Exec struct {
 	mode string
 	dirs map[string]string
+	// peak, on v2, is memory.peak opened by ResetPeak: Linux resets the
+	// peak for reads through the file descriptor that was written to.
+	peak *os.File
 }
 
 // validName refuses a cgroup name that is not one plain path component.
@@ -278,7 +284,15 @@ func (e *Exec) SetLimits(l Limits) error {
 	period := 100000
 	if e.mode == ModeV2 {
 		if l.MemoryBytes > 0 {
-			writes = append(writes, w{"", "memory.max", strconv.FormatInt(l.MemoryBytes, 10)}, w{"", "memory.swap.max", "0"})
+			writes = append(writes, w{"", "memory.max", strconv.FormatInt(l.MemoryBytes, 10)})
+			// No swap for an exec: the memory limit is then the OOM
+			// killer's, not a slow escape into swap. The file exists only
+			// with swap accounting (CONFIG_MEMCG_SWAP); without it swap is
+			// not limited per cgroup, which matters only on a host with
+			// swap enabled (SECURITY.md).
+			if _, err := os.Stat(filepath.Join(e.dirs[""], "memory.swap.max")); err == nil {
+				writes = append(writes, w{"", "memory.swap.max", "0"})
+			}
 		}
 		if l.Pids > 0 {
 			writes = append(writes, w{"", "pids.max", strconv.FormatInt(l.Pids, 10)})
@@ -320,8 +334,10 @@ func (e *Exec) SetLimits(l Limits) error {
 	return nil
 }
 
+// writeFile writes one value to a cgroup interface file. O_TRUNC is what
+// a shell's ">" does too: the kernel ignores it, a fake tree needs it.
 func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -331,12 +347,20 @@ func writeFile(path, value string) error {
 }
 
 // Rename gives the cgroup a new name in the same delegated directory (a
-// pre-started helper's cgroup becomes its exec's): rename(2) of a cgroup
-// directory moves no process, so it is cheap on v1 too. On failure the
-// directories already renamed keep their new name and e follows them.
+// pre-started helper's cgroup becomes its exec's). On v1 it is rename(2)
+// of each directory, which moves no process, so it is cheap. cgroup v2
+// has no rename (its kernfs operations offer none: EPERM), so there the
+// cgroup id is made afresh, every process of the old one moved into it
+// (for a pooled helper, the helper alone: it starts nothing before its
+// release) and the old one removed; its limits are the caller's to set
+// (SetLimits) as after a v1 rename. On failure e names whichever cgroup
+// holds the processes, so that KillAll and Remove still find them.
 func (e *Exec) Rename(id string) error {
 	if err := validName(id); err != nil {
 		return err
+	}
+	if e.mode == ModeV2 {
+		return e.renameV2(id)
 	}
 	for c, dir := range e.dirs {
 		to := filepath.Join(filepath.Dir(dir), id)
@@ -344,6 +368,28 @@ func (e *Exec) Rename(id string) error {
 			return fmt.Errorf("rename cgroup %s to %s: %w", dir, id, err)
 		}
 		e.dirs[c] = to
+	}
+	return nil
+}
+
+// renameV2 is Rename on cgroup v2: mkdir, move, rmdir.
+func (e *Exec) renameV2(id string) error {
+	from := e.dirs[""]
+	to := filepath.Join(filepath.Dir(from), id)
+	if err := os.Mkdir(to, 0o755); err != nil {
+		return fmt.Errorf("create cgroup %s (for %s): %w", to, from, err)
+	}
+	for _, pid := range e.Procs() {
+		if err := writeFile(filepath.Join(to, "cgroup.procs"), strconv.Itoa(pid)); err != nil && !errors.Is(err, syscall.ESRCH) {
+			_ = syscall.Rmdir(to) // fails while a process moved already: then e stays at from, and KillAll finds the rest
+			return fmt.Errorf("move pid %d from %s into %s: %w", pid, from, to, err)
+		}
+	}
+	e.closePeak()
+	e.dirs[""] = to
+	old := &Exec{mode: ModeV2, dirs: map[string]string{"": from}}
+	if err := old.Remove(); err != nil {
+		return fmt.Errorf("remove the renamed cgroup: %w", err)
 	}
 	return nil
 }
@@ -375,34 +421,14 @@ func (e *Exec) OOMKilled() bool {
 	return counter(filepath.Join(e.dirs["memory"], "memory.oom_control"), "oom_kill") > 0
 }
 
-// MemoryPeak returns the cgroup's peak memory use in bytes, or 0.
-func (e *Exec) MemoryPeak() int64 {
-	file := filepath.Join(e.dirs["memory"], "memory.max_usage_in_bytes")
-	if e.mode == ModeV2 {
-		file = filepath.Join(e.dirs[""], "memory.peak")
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
-}
+// MemoryPeak returns the cgroup's peak memory use in bytes, or 0 where
+// the kernel does not keep one (v2 before Linux 5.19).
+func (e *Exec) MemoryPeak() int64 { return e.Usage().PeakBytes }
 
-// counter reads "name N" from a flat keyed file.
+// counter reads "name N" from a flat keyed file; 0 when it is not there.
 func counter(path, name string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == name {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := counterOK(path, name)
+	return n
 }
 
 // Procs lists the pids in the cgroup.
@@ -411,21 +437,14 @@ func (e *Exec) Procs() []int {
 	if e.mode == ModeV2 {
 		dir = e.dirs[""]
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
+	return readPids(filepath.Join(dir, "cgroup.procs"))
 }
 
 // KillAll SIGKILLs every process still in the cgroup and waits (bounded)
-// until it is empty.
+// until it is empty. On v2 cgroup.kill (Linux 5.14+) kills them all at
+// once, a fork bomb's children included; where it is missing the write
+// fails and the SIGKILL loop below does the work (a v1 cgroup, whose pids
+// limit keeps a fork bomb from outrunning the loop).
 func (e *Exec) KillAll() {
 	if e.mode == ModeV2 {
 		_ = writeFile(filepath.Join(e.dirs[""], "cgroup.kill"), "1")
@@ -445,6 +464,7 @@ func (e *Exec) KillAll() {
 
 // Remove deletes the cgroup directories (they must be empty of processes).
 func (e *Exec) Remove() error {
+	e.closePeak()
 	var errs []error
 	for _, dir := range e.dirs {
 		var err error
@@ -462,8 +482,9 @@ func (e *Exec) Remove() error {
 	return errors.Join(errs...)
 }
 
-// OwnV1Dirs returns, for each controller on its own v1 hierarchy, the
-// directory of the calling process's cgroup. An installer creates the
+// OwnV1Dirs returns, for each controller on its own v1 hierarchy (and
+// cpuacct where it is mounted apart from cpu), the directory of the
+// calling process's cgroup. An installer creates the
 // delegated Parent directory below each of them for the service user.
 func OwnV1Dirs(h Host) (map[string]string, error) {
 	if h.ProcSelf == "" {
@@ -484,6 +505,9 @@ func OwnV1Dirs(h Host) (map[string]string, error) {
 			return nil, fmt.Errorf("no %s cgroup v1 hierarchy mounted", c)
 		}
 		out[c] = filepath.Join(mnt, own[c])
+	}
+	if mnt, ok := mounts["cpuacct"]; ok && mnt != mounts["cpu"] {
+		out["cpuacct"] = filepath.Join(mnt, own["cpuacct"])
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/internal/testutil"
 )
@@ -241,12 +242,51 @@ func realV1Parent(t *testing.T, prefix string) (*Manager, string) {
 		testutil.SkipOrFail(t, fmt.Sprintf("no cgroup v1 hierarchies (this host is expected to have them): %v", err))
 	}
 	parent := prefix + strconv.Itoa(os.Getpid())
-	for _, c := range Controllers {
-		d := filepath.Join(own[c], parent)
+	for _, dir := range own {
+		d := filepath.Join(dir, parent)
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = os.Remove(d) })
 	}
 	return Detect(Host{UID: 0}, parent), parent
+}
+
+// TestRealV1Usage: a process that spins and allocates in a real v1 exec
+// cgroup shows up in Usage (cpuacct.usage, memory.max_usage_in_bytes),
+// and ResetPeak starts the peak afresh.
+func TestRealV1Usage(t *testing.T) {
+	testutil.RequireRoot(t, "delegate a cgroup")
+	m, _ := realV1Parent(t, "sandboxd-unit-us-")
+	e, err := m.Create("exec3", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.KillAll(); _ = e.Remove() }()
+	// The payload waits for a line, so that it runs in the cgroup only.
+	cmd := exec.Command("python3", "-c", "import sys; sys.stdin.readline(); b = bytearray(64 << 20); sum(i*i for i in range(1_000_000))")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ResetPeak(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = in.Write([]byte("go\n"))
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	u := e.Usage()
+	if !u.CPUKnown || u.CPU < 20*time.Millisecond {
+		t.Errorf("cpu %v (known %v), want the spin's tens of ms", u.CPU, u.CPUKnown)
+	}
+	if !u.PeakKnown || u.PeakBytes < 64<<20 {
+		t.Errorf("peak %d (known %v), want at least the 64 MiB allocation", u.PeakBytes, u.PeakKnown)
+	}
 }

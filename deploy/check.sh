@@ -2,7 +2,7 @@
 # `make check-deploy`: validates the deployment recipes offline. Part of
 # `make test`. Needs Go (tools are pinned in deploy/tools/go.mod and come
 # from the Go module proxy) and, for the unit, systemd-analyze (Debian
-# package systemd; scripts/deps.sh installs it). Under CI=true nothing is
+# package systemd; scripts/deps.sh --dev installs it). Under CI=true nothing is
 # skipped: a missing tool fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -597,8 +597,11 @@ func checkSupervisorPrivileges(h Host, sup *Supervisor, o Options) Result {
 	return r
 }
 
-// checkCgroups describes the layout and what the supervisor can use.
-func checkCgroups(h Host, sup *Supervisor) Result {
+// checkCgroups describes the layout and what the supervisor can use. A
+// supervisor without a delegated subtree enforces no memory, pids or CPU
+// limit: a failure, unless the operator allowed it (--allow-no-cgroups),
+// then a warning. Without a running supervisor delegation is not checked.
+func checkCgroups(h Host, sup *Supervisor, allowNone bool) Result {
 	r := Result{Name: "cgroups"}
 	var layout []string
 	if b, err := h.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil {
@@ -636,7 +639,7 @@ func checkCgroups(h Host, sup *Supervisor) Result {
 		layout = append(layout, "no cgroup hierarchy found")
 	}
 	desc := strings.Join(layout, "; ")
-	fix := "delegate a subtree to the service user: systemd Delegate=yes (deploy/systemd/sandboxd.service), a container with its own cgroup namespace, or on a v1/hybrid host, as root: sandboxctl admin delegate-cgroups --user sandboxd"
+	fix := "delegate a subtree to the service user: systemd Delegate=yes (deploy/systemd/sandboxd.service), make run (a transient scope with Delegate=yes, or without systemd a cgroup it makes and chowns), a container with its own cgroup namespace, or on a v1/hybrid host, as root: sandboxctl admin delegate-cgroups --user sandboxd; or, knowingly, run without limits: --allow-no-cgroups"
 	if sup == nil {
 		r.Status, r.Detail = Warn, desc+"; delegation not checked (no running supervisor): without it memory, pids and CPU limits are not enforced"
 		r.Fix = fix
@@ -654,8 +657,12 @@ func checkCgroups(h Host, sup *Supervisor) Result {
 		r.Status, r.Detail = OK, fmt.Sprintf("%s; the supervisor (uid %d) uses %s", desc, uid, reason)
 		return r
 	}
-	r.Status = Warn
+	r.Status = Fail
 	r.Detail = fmt.Sprintf("%s; the supervisor (uid %d) has no delegated subtree, so memory, pids and CPU limits are not enforced: %s", desc, uid, reason)
+	if allowNone {
+		r.Status = Warn
+		r.Detail += " (allowed: --allow-no-cgroups)"
+	}
 	r.Fix = fix
 	return r
 }

@@ -67,6 +67,10 @@ type Options struct {
 	// VerifyEnvironment re-hashes an environment's tree against its
 	// registration (envtree.CheckRegistered); nil skips that check.
 	VerifyEnvironment func(config.Environment) error
+	// AllowNoCgroups is the supervisor's --allow-no-cgroups
+	// (SANDBOXD_ALLOW_NO_CGROUPS): running without enforceable memory,
+	// pids and CPU limits is then a warning, not a failure.
+	AllowNoCgroups bool
 }
 
 // FileInfo is what the checks need of a file: its type and permission
@@ -140,7 +144,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	add(checkSocketGroup(h, o))
 	add(checkSupervisorGroups(h, o, sup))
 	add(checkStateDir(h, hc, sup))
-	add(checkCgroups(h, sup))
+	add(checkCgroups(h, sup, o.AllowNoCgroups))
 	add(checkRuntimes(ctx, h, hc)...)
 	add(checkEnvironments(h, hc, o.VerifyEnvironment)...)
 

@@ -344,7 +344,7 @@ func TestChecks(t *testing.T) {
 		},
 			"state.dir", Fail, "owned by uid 0, not the supervisor's 999", "make install"},
 		{"no delegation", func(h *fakeHost) { h.cgMode, h.cgReason = "none", "v2: not owned by uid 999" },
-			"cgroups", Warn, "not owned by uid 999", "Delegate=yes"},
+			"cgroups", Fail, "not owned by uid 999", "Delegate=yes"},
 		{"no supervisor for cgroups", func(h *fakeHost) { h.sup, h.supErr = nil, errors.New("refused") },
 			"cgroups", Warn, "delegation not checked", "Delegate=yes"},
 		{"hybrid layout", func(h *fakeHost) {
@@ -515,5 +515,24 @@ func TestRealFileCaps(t *testing.T) {
 	r := checkHelperCaps(Real(), Options{HelperPath: f})
 	if r.Status != OK {
 		t.Fatalf("helper.caps on a real setcap'd file: %s %s", r.Status, r.Detail)
+	}
+}
+
+// A supervisor without cgroups fails the check unless the operator
+// allowed it (--allow-no-cgroups, SANDBOXD_ALLOW_NO_CGROUPS): then a warning.
+func TestCgroupsNoneAllowed(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		h := healthyHost()
+		h.cgMode, h.cgReason = "none", "v2: not owned by uid 999"
+		o := opts()
+		o.AllowNoCgroups = allow
+		r := find(t, Run(context.Background(), h, o), "cgroups")
+		want := Fail
+		if allow {
+			want = Warn
+		}
+		if r.Status != want || !strings.Contains(r.Fix, "--allow-no-cgroups") {
+			t.Errorf("allow %v: status %s (want %s), fix %q", allow, r.Status, want, r.Fix)
+		}
 	}
 }

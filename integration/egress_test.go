@@ -386,6 +386,7 @@ print(s.connect_ex(("127.0.0.1", 3128)))
 			"--cgroup-parent", in.cgroupParent, "--egress-allow", "pypi.test")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "TESTONLY_EGRESS_PUBLIC_LOOPBACK=127.0.0.2"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+		in.placeSupervisor(t, cmd)
 		done := make(chan struct{})
 		var out []byte
 		var err error

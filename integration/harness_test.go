@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
@@ -65,12 +64,16 @@ var (
 // prefix that the service user can reach (CI clones into a directory other
 // users may not read, so nothing is run from the checkout).
 type installation struct {
-	// cgroupParent is the directory delegated to the test user below this
-	// test process's cgroup in each v1 hierarchy (the supervisor inherits
-	// the test's cgroups), as make run does for the service user.
+	// cgroupParent is the supervisors' --cgroup-parent: on v1 the
+	// directory delegated to the test user below this test process's
+	// cgroup in each hierarchy (the supervisor inherits the test's
+	// cgroups), on v2 the exec cgroups' parent the supervisor makes in
+	// cgroupRoot (cgroupharness_test.go).
 	cgroupParent string
-	cgroupDirs   []string
-	prefix       string // root-owned, 0755
+	cgroupDirs   []string // where exec cgroups are made
+	cgroupMode   string   // "v1" or "v2"
+	cgroupRoot   string   // v2: the cgroup delegated to the test user
+	prefix       string   // root-owned, 0755
 	uid          int
 	gid          int
 	created      bool // the test user was created by this run
@@ -202,27 +205,6 @@ func (in *installation) createOwner() error {
 	return nil
 }
 
-// delegateCgroups creates the delegated cgroup directory for the test user
-// in each v1 hierarchy, as scripts/run.sh does for the service user.
-func (in *installation) delegateCgroups() error {
-	own, err := cgroup.OwnV1Dirs(cgroup.Host{})
-	if err != nil {
-		return fmt.Errorf("cgroup v1 hierarchies (this host is expected to have them): %w", err)
-	}
-	in.cgroupParent = "sandboxd-it-" + randID()
-	for _, c := range cgroup.Controllers {
-		dir := filepath.Join(own[c], in.cgroupParent)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return err
-		}
-		in.cgroupDirs = append(in.cgroupDirs, dir)
-		if err := os.Chown(dir, in.uid, in.gid); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // helperConfig is the helper config of this installation.
 func (in *installation) helperConfig() config.Config {
 	return config.Default(in.path("state/workspaces"), in.path("bin/sandboxd-exec"), in.path("etc/profiles/payload.json"))
@@ -302,6 +284,9 @@ type supervisorOpts struct {
 	wrapper []string // argv prefix run as root before the supervisor (e.g. seccompexec)
 	groups  []uint32 // supplementary groups of the supervisor (default none)
 	bin     string   // the supervisor binary below the prefix, default "bin/sandboxd"
+	// noCgroups starts the supervisor where no cgroup is delegated to it
+	// (pass --allow-no-cgroups in extra, or it refuses to start).
+	noCgroups bool
 }
 
 func randID() string {
@@ -327,6 +312,11 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 		"--helper-config", in.path("etc/nsinit.json"),
 		"--cgroup-parent", in.cgroupParent,
 	}
+	if o.noCgroups {
+		// v1: a parent nobody delegated; v2: the supervisor stays in the
+		// test's own cgroup (not the test user's), so none is usable.
+		args[len(args)-1] = in.cgroupParent + "-none"
+	}
 	// SANDBOXD_IT_WARM_POOL runs every supervisor of the suite with that
 	// --warm-pool (0: the whole suite cold); a test's own flags still win.
 	if n := os.Getenv("SANDBOXD_IT_WARM_POOL"); n != "" {
@@ -347,6 +337,9 @@ func (in *installation) startSupervisor(t testing.TB, o supervisorOpts) *supervi
 			groups = []uint32{}
 		}
 		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: groups}}
+	}
+	if !o.noCgroups {
+		in.placeSupervisor(t, s.cmd)
 	}
 	s.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, o.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
@@ -554,9 +547,7 @@ func statusField(t testing.TB, pid int, field string) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
-		for _, d := range shared.cgroupDirs {
-			_ = syscall.Rmdir(d) // every exec cgroup below it is gone by now
-		}
+		shared.removeCgroups()
 		_ = os.RemoveAll(shared.prefix)
 		if shared.created {
 			_ = run("userdel", testUser)

@@ -14,9 +14,11 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 )
 
-// These tests prove the resource limits of issue 4 with the mechanism this
-// host offers: cgroup v1 (memory, pids, cpu) delegated to the service user
-// below the test's own cgroup, plus rlimits and the /tmp tmpfs size.
+// These tests prove the resource limits with the mechanism the host
+// offers: cgroup v1 (memory, pids, cpu) delegated to the service user below
+// the test's own cgroup, or a cgroup v2 subtree delegated as systemd's
+// Delegate=yes does (cgroupharness_test.go), plus rlimits and the /tmp
+// tmpfs size. They run unchanged on both.
 
 func rssKB(t *testing.T, pid int) int64 {
 	t.Helper()
@@ -65,8 +67,8 @@ func TestHealthReportsCgroups(t *testing.T) {
 	if err := json.Unmarshal(body, &h); err != nil || status != 200 || !h.OK {
 		t.Fatalf("health %d %s", status, body)
 	}
-	if h.Checks.Cgroups != "v1" {
-		t.Fatalf("checks.cgroups = %q, want v1 on this host", h.Checks.Cgroups)
+	if h.Checks.Cgroups != in.cgroupMode || h.Status != api.HealthReady {
+		t.Fatalf("checks.cgroups = %q, status %q: want %s (this host's) and ready", h.Checks.Cgroups, h.Status, in.cgroupMode)
 	}
 	r := s.exec(py("print(1)"))
 	if r.Policy.Limits.MemoryBytes != 2<<30 || r.Policy.Limits.Pids != 256 || r.Policy.Limits.CPUs != 1 {
@@ -103,6 +105,9 @@ while True:
 		t.Errorf("%d processes of the service user during the bomb, limit 64", n)
 	}
 	r := <-done
+	if r.Policy.Limits.Pids != 64 {
+		t.Errorf("policy.limits.pids = %d, want the enforced 64", r.Policy.Limits.Pids)
+	}
 	if !strings.Contains(r.Stdout, "fork refused: 11") {
 		t.Errorf("the bomb was never refused a fork (EAGAIN): %q %q", r.Stdout, r.Stderr)
 	}
@@ -121,6 +126,9 @@ func TestMemoryBombIsOOMKilled(t *testing.T) {
 	r := s.exec(py("b = bytearray(1 << 30)\nprint('allocated')"))
 	if !r.OOMKilled || r.Signal == nil || *r.Signal != "SIGKILL" || r.Stdout != "" {
 		t.Fatalf("oom_killed %v signal %v stdout %q stderr %q: want an OOM kill", r.OOMKilled, r.Signal, r.Stdout, r.Stderr)
+	}
+	if r.Policy.Limits.MemoryBytes != 256<<20 {
+		t.Errorf("policy.limits.memory_bytes = %d, want the enforced 256 MiB", r.Policy.Limits.MemoryBytes)
 	}
 	if after := rssKB(t, s.cmd.Process.Pid); after-before > 20<<10 {
 		t.Errorf("supervisor RSS grew from %d KiB to %d KiB", before, after)

@@ -105,6 +105,7 @@ func refusedStart(t *testing.T, in *installation, extra ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, in.path("bin/sandboxd"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
+	in.placeSupervisor(t, cmd)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()

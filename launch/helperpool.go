@@ -243,7 +243,7 @@ func (h *HelperLauncher) preStart() (*helperProc, error) {
 		}
 		return nil, err
 	}
-	if cg != nil && cg.Dir() == "" {
+	if cg != nil && !hp.placed {
 		if err := cg.Add(hp.cmd.Process.Pid); err != nil {
 			hp.discard()
 			return nil, err

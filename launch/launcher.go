@@ -33,7 +33,9 @@ type Config struct {
 	// Cgroups places each exec in its own cgroup with memory, pids and CPU
 	// limits; nil or mode "none" means rlimits only.
 	Cgroups *cgroup.Manager
-	// RequireCgroups refuses every launch (503) when Cgroups is "none".
+	// RequireCgroups refuses every launch (503) when Cgroups is "none":
+	// the supervisor sets it unless started with --allow-no-cgroups, so a
+	// launcher never runs an exec whose limits nothing enforces unasked.
 	RequireCgroups bool
 	// QuotaBytes is the workspace disk quota (uploads, staged files, and
 	// what the payload writes); 0 disables it.
@@ -294,8 +296,15 @@ func (h *HelperLauncher) checkCgroups() error {
 	if h.cfg.Cgroups != nil {
 		reason = h.cfg.Cgroups.Reason()
 	}
-	return errdefs.New(errdefs.ErrUnavailable, "cgroups are required (--require-cgroups) but "+reason, "", nil)
+	return errdefs.New(errdefs.ErrUnavailable, noCgroupsMessage+reason, fixNoCgroups, nil)
 }
+
+// noCgroupsMessage and fixNoCgroups explain a launch refused for want of
+// a cgroup (the supervisor refuses to start there first).
+const (
+	noCgroupsMessage = "memory, pids and CPU limits cannot be enforced (no usable delegated cgroup subtree): "
+	fixNoCgroups     = "delegate a cgroup subtree to the service user (systemd Delegate=yes; make run does it), or start the supervisor with --allow-no-cgroups to run without those limits"
+)
 
 // cgroupLimits are the request's limits as the cgroup takes them.
 func cgroupLimits(l policy.Limits) cgroup.Limits {
@@ -393,9 +402,11 @@ type helperIO struct {
 }
 
 // claimCgroup gives a pre-started helper's cgroup the exec's id (named by
-// its exec from here on, like a cgroup made for it) and limits. It runs in
-// place, before the release byte: the helper may already be reading its
-// spec, but it cannot start bwrap before the limits hold.
+// its exec from here on, like a cgroup made for it) and limits: a rename
+// on v1; on v2, which has no cgroup rename, a cgroup made for the exec
+// and the helper moved into it (cgroup.Exec.Rename). It runs in place,
+// before the release byte: the helper may already be reading its spec,
+// but it cannot start bwrap before the limits hold.
 func (h *HelperLauncher) claimCgroup(hp *helperProc, req Request) error {
 	if !hp.pooled || hp.cg == nil {
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // probeTTL is how long a health probe's answer is reused. A probe is a real
@@ -61,7 +62,7 @@ func (h *HelperLauncher) probeOnce(ctx context.Context, by Caller) HealthChecks 
 	req := probeRequest(by)
 	// The supervisor's own steps of an exec, for the probe: accepted (the
 	// health request), decided (fixed limits, or refused when cgroups are
-	// required and missing).
+	// missing and not allowed to be).
 	if err := h.audit(req, audit.Record{Step: audit.StepAccept, OK: true, Facts: map[string]any{"method": "GET", "path": "/v1/health"}}); err != nil {
 		c.Helper = "not probed: the audit log cannot be written: " + err.Error()
 		return c
@@ -71,7 +72,7 @@ func (h *HelperLauncher) probeOnce(ctx context.Context, by Caller) HealthChecks 
 		if h.cfg.Cgroups != nil {
 			reason = h.cfg.Cgroups.Reason()
 		}
-		c.Helper = "cgroups are required (--require-cgroups) but " + reason
+		c.Helper = errdefs.New(errdefs.ErrUnavailable, noCgroupsMessage+reason, fixNoCgroups, nil).Error()
 		_ = h.audit(req, audit.Record{Step: audit.StepDecide, OK: false, Error: c.Helper})
 		return c
 	}

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -49,8 +50,11 @@ type helperProc struct {
 	// placed: the helper is in cg already (born there on v2, or a
 	// pre-started helper moved there ahead of time on v1).
 	placed bool
-	pipes  *helperPipes
-	cmd    *exec.Cmd
+	// usageBase is the cgroup's usage when a warm sandbox was taken: its
+	// build's CPU is not the exec's (teardown subtracts it).
+	usageBase cgroup.Usage
+	pipes     *helperPipes
+	cmd       *exec.Cmd
 	// grace is killGrace; tests shorten it.
 	grace time.Duration
 
@@ -130,6 +134,34 @@ func (hp *helperProc) start() error {
 		hp.cmd.SysProcAttr.UseCgroupFD, hp.cmd.SysProcAttr.CgroupFD = true, fd
 		hp.placed = true
 	}
+	err := hp.fork()
+	if err != nil && hp.cmd.SysProcAttr.UseCgroupFD && cloneIntoUnsupported(err) {
+		// A kernel before 5.7 has no CLONE_INTO_CGROUP (clone3 fails with
+		// ENOSYS, or E2BIG for its longer argument): fork as before and
+		// let place move the helper before its release, as on v1.
+		hp.cmd = &exec.Cmd{Path: hp.cmd.Path, Args: hp.cmd.Args, Env: hp.cmd.Env, Dir: hp.cmd.Dir,
+			Stdin: hp.cmd.Stdin, Stdout: hp.cmd.Stdout, Stderr: hp.cmd.Stderr, ExtraFiles: hp.cmd.ExtraFiles,
+			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		hp.placed = false
+		err = hp.fork()
+	}
+	if err != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "start sandbox helper "+hp.path, fixInstallHelper, err)
+	}
+	hp.begin = time.Now()
+	hp.pipes.closeChildEnds()
+	return nil
+}
+
+// cloneIntoUnsupported reports whether a fork with CLONE_INTO_CGROUP
+// failed because the kernel lacks it (before Linux 5.7).
+func cloneIntoUnsupported(err error) bool {
+	return errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)
+}
+
+// fork starts hp.cmd and waits for it on a goroutine that reports to
+// hp.waited.
+func (hp *helperProc) fork() error {
 	started := make(chan error, 1)
 	// Pdeathsig fires when the thread that forked the child exits, not the
 	// process (golang/go#27505): start and wait on one locked thread, so
@@ -145,12 +177,7 @@ func (hp *helperProc) start() error {
 		err := hp.cmd.Wait()
 		hp.waited <- waitStatus{err: err, state: hp.cmd.ProcessState}
 	}()
-	if err := <-started; err != nil {
-		return errdefs.New(errdefs.ErrUnavailable, "start sandbox helper "+hp.path, fixInstallHelper, err)
-	}
-	hp.begin = time.Now()
-	hp.pipes.closeChildEnds()
-	return nil
+	return <-started
 }
 
 // feed writes the spec and the payload's stdin, each from its own
@@ -181,7 +208,7 @@ func (hp *helperProc) feed(encodedSpec, stdin []byte) {
 // hang-up on fd 6 then means the supervisor died, never that the launch
 // was released. A failure kills the helper unreleased: nothing ran.
 func (hp *helperProc) place(claim, barrier func() error) error {
-	if hp.cg != nil && !hp.placed && hp.cg.Dir() == "" {
+	if hp.cg != nil && !hp.placed {
 		if err := hp.cg.Add(hp.cmd.Process.Pid); err != nil {
 			_ = hp.cmd.Process.Kill()
 			return errdefs.New(errdefs.ErrUnavailable, "place the helper in the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/workspace"
 )
@@ -150,6 +151,26 @@ func (sb *Sandbox) MemoryBytes() int64 {
 		return 0
 	}
 	return sb.hp.cg.MemoryPeak()
+}
+
+// CgroupUsage is the sandbox cgroup's CPU time and memory peak so far, and
+// false without a cgroup. A kernel exec's usage is the difference of two
+// readings (at its start and end) for the CPU; for the peak, ResetPeak
+// first (Sandbox.ResetPeak).
+func (sb *Sandbox) CgroupUsage() (cgroup.Usage, bool) {
+	if sb.hp.cg == nil {
+		return cgroup.Usage{}, false
+	}
+	return sb.hp.cg.Usage(), true
+}
+
+// ResetPeak starts the sandbox cgroup's memory peak afresh (see
+// cgroup.Exec.ResetPeak for the kernels that cannot).
+func (sb *Sandbox) ResetPeak() error {
+	if sb.hp.cg == nil {
+		return nil
+	}
+	return sb.hp.cg.ResetPeak()
 }
 
 // OOMKilled reports whether the kernel OOM-killed a process of the

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/cgroup"
 )
 
 // helperRun is what one helper invocation produced, once every process of
@@ -68,6 +71,11 @@ func (hp *helperProc) teardown(stop stopReason, stopErr error) *helperRun {
 	<-hp.outDone
 	hr.duration = time.Since(hp.begin)
 	hr.helperExit, hr.usage = exitAndUsage(hp.wait.state)
+	if hp.cg != nil {
+		// Every process of the exec is gone (the reaper, then KillAll):
+		// the cgroup's counters are its totals.
+		hr.usage = mergeUsage(hp.cg.Usage(), hp.usageBase, hr.usage)
+	}
 	if hr.killed {
 		hr.bwrap.exit = nil // a killed payload's status is the kill
 	}
@@ -142,8 +150,33 @@ func waitPidfd(fd int) bool {
 	}
 }
 
+// mergeUsage is an exec's usage from its cgroup, less base (what a warm
+// sandbox's build used before the exec took it), each resource falling
+// back to the helper's rusage where the kernel keeps no such counter; the
+// source says which (API.md, usage). The helper's rusage sees only the
+// processes it waited for, so the payload's forked children, reaped by the
+// sandbox's pid 1, are missing from it; the cgroup sees them all.
+func mergeUsage(cg, base cgroup.Usage, ru Usage) Usage {
+	u := Usage{CPUMS: ru.CPUMS, MaxRSSKB: ru.MaxRSSKB}
+	if cg.CPUKnown {
+		u.CPUMS = max(cg.CPU-base.CPU, 0).Milliseconds()
+	}
+	if cg.PeakKnown {
+		u.MaxRSSKB = cg.PeakBytes / 1024
+	}
+	switch {
+	case cg.CPUKnown && cg.PeakKnown:
+		u.Source = api.UsageSourceCgroup
+	case cg.CPUKnown || cg.PeakKnown:
+		u.Source = api.UsageSourceMixed
+	default:
+		u.Source = api.UsageSourceRusage
+	}
+	return u
+}
+
 // exitAndUsage reads the helper's exit status and the resource usage of
-// everything it waited for (the payload included).
+// everything it waited for (the payload included), from wait4's rusage.
 func exitAndUsage(st *os.ProcessState) (int, Usage) {
 	if st == nil {
 		return -1, Usage{}
@@ -153,6 +186,7 @@ func exitAndUsage(st *os.ProcessState) (int, Usage) {
 		u = Usage{
 			CPUMS:    (ru.Utime.Sec+ru.Stime.Sec)*1000 + (int64(ru.Utime.Usec)+int64(ru.Stime.Usec))/1000,
 			MaxRSSKB: ru.Maxrss,
+			Source:   api.UsageSourceRusage,
 		}
 	}
 	return st.ExitCode(), u

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/audit"
-	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -167,8 +166,17 @@ func (w *Warm) hand(ex Request, header []byte) error {
 		return w.h.prepareFailed(ex, serr)
 	}
 	if cg := w.hp.cg; cg != nil {
-		if err := cg.SetLimits(cgroup.Limits{MemoryBytes: ex.Limits.MemoryBytes, Pids: ex.Limits.Pids, CPUs: ex.Limits.CPUs}); err != nil {
-			return errdefs.New(errdefs.ErrUnavailable, "set the warm sandbox's cgroup limits", "check the delegated cgroup subtree (sandboxd doctor)", err)
+		if err := cg.SetLimits(cgroupLimits(ex.Limits)); err != nil {
+			return errdefs.New(errdefs.ErrUnavailable, "set the warm sandbox's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)
+		}
+		// The exec's usage starts here: the build's CPU is subtracted at
+		// the reap, its memory peak reset (where the kernel cannot, v2
+		// before 6.12, the peak includes the build: the interpreter the
+		// exec runs in).
+		w.hp.usageBase = cg.Usage()
+		w.hp.usageBase.PeakBytes = 0
+		if err := cg.ResetPeak(); err != nil {
+			w.h.cfg.Log.Debug("reset the warm sandbox's memory peak", "exec_id", ex.ExecID, "err", err)
 		}
 	}
 	facts := map[string]any{"launch_id": w.ID(), "runtime": ex.Runtime, "files": len(ex.Files), "file_bytes": staged,

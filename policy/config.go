@@ -238,11 +238,15 @@ type Config struct {
 	ArtifactMaxFileBytes  int64
 	ArtifactMaxFiles      int64
 	ArtifactMaxTotalBytes int64
-	// CgroupParent names the directory, below the supervisor's own cgroup
-	// in each hierarchy, that the operator delegated to the service user.
+	// CgroupParent names the directory that holds the exec cgroups: below
+	// the supervisor's delegated cgroup v2 root (the supervisor makes it),
+	// or below its own cgroup in each v1 hierarchy (the operator made it).
 	CgroupParent string
-	// RequireCgroups refuses launches (503) when no cgroup can be used.
-	RequireCgroups bool
+	// AllowNoCgroups lets the supervisor start where it cannot enforce
+	// memory, pids and CPU limits (no usable delegated cgroup subtree):
+	// health then says "degraded" and results attest 0 for those limits.
+	// Without it the supervisor refuses to start there (fail closed).
+	AllowNoCgroups bool
 	// MaxQueuedExecs bounds the execs waiting for a slot; beyond it, 429 at once.
 	MaxQueuedExecs    int
 	IdleTTLSeconds    int64
@@ -446,8 +450,8 @@ func settings() []setting {
 		{"artifact-max-file-bytes", "largest artifact file returned (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArtifactMaxFileBytes) }},
 		{"artifact-max-files", "most artifact files returned per exec", func(c *Config) flag.Value { return (*int64Value)(&c.ArtifactMaxFiles) }},
 		{"artifact-max-total-bytes", "most artifact bytes returned per exec (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.ArtifactMaxTotalBytes) }},
-		{"cgroup-parent", "directory below the supervisor's own cgroup, delegated to its uid, that holds per-exec cgroups", func(c *Config) flag.Value { return (*stringValue)(&c.CgroupParent) }},
-		{"require-cgroups", "refuse every launch (503) when no delegated cgroup subtree is usable", func(c *Config) flag.Value { return (*boolValue)(&c.RequireCgroups) }},
+		{"cgroup-parent", "directory that holds the per-exec cgroups: below the supervisor's delegated cgroup v2 root (made at start-up), or below its own cgroup in each v1 hierarchy, delegated to its uid", func(c *Config) flag.Value { return (*stringValue)(&c.CgroupParent) }},
+		{"allow-no-cgroups", "start even where no delegated cgroup subtree is usable: memory, pids and CPU limits are then not enforced (health degraded, limits attested as 0); without it the supervisor refuses to start there", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoCgroups) }},
 		{"max-queued-execs", "most execs waiting for a slot (each waits up to its own timeout); beyond it 429 at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecs) }},
 		{"max-queued-execs-per-caller", "most execs of one caller (uid) waiting for a slot, beyond it 429 at once; 0: half of --max-queued-execs", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecsPerCaller) }},
 		{"max-connections", "most API connections open at once; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnections) }},

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# `make run`: on a fresh Debian 12 machine, as root, install what is missing,
-# build, install, and start the supervisor in the foreground as its service
-# user with no capability. Honours every SANDBOXD_* setting.
+# `make run`: on a fresh Debian 12 machine, as root, install what is missing
+# for running (not for developing: make deps-dev), build, install, delegate
+# a cgroup subtree to the service user, and start the supervisor in the
+# foreground as that user with no capability. Honours every SANDBOXD_*
+# setting. `--start` (used inside the transient systemd scope) only starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ "$(id -u)" = 0 ] || { echo "make run: run as root (it installs packages and the helper's file capabilities)" >&2; exit 1; }
-scripts/deps.sh
-make --no-print-directory build
-scripts/install.sh
+# Inside the transient scope (below), only the start is left to do.
+if [ "${1:-}" != --start ]; then
+  scripts/deps.sh
+  make --no-print-directory build
+  scripts/install.sh
+fi
 
 user=${SANDBOXD_USER:-sandboxd}
 helper_group=${SANDBOXD_HELPER_GROUP:-sandboxd-helper}
@@ -22,9 +27,43 @@ export SANDBOXD_SOCKET_GROUP=${SANDBOXD_SOCKET_GROUP:-sandboxd-clients}
 export SANDBOXD_AUDIT_LOG=${SANDBOXD_AUDIT_LOG:-$SANDBOXD_STATE_DIR/audit/audit.log}
 prefix=${PREFIX:-/usr/local}
 
-# Per-exec memory, pids and CPU limits: delegate a cgroup directory below
-# this shell's cgroup (which the supervisor inherits) to the service user.
-"$prefix/bin/sandboxctl" admin delegate-cgroups --user "$user" --parent "${SANDBOXD_CGROUP_PARENT:-sandboxd}"
+# Per-exec memory, pids and CPU limits need a cgroup subtree delegated to
+# the service user (docs/DESIGN.md, "Resource limits"); without one the
+# supervisor refuses to start unless SANDBOXD_ALLOW_NO_CGROUPS=1.
+cgroup_parent=${SANDBOXD_CGROUP_PARENT:-sandboxd}
+if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
+  if [ "${1:-}" != --start ] && [ -d /run/systemd/system ] && command -v systemd-run >/dev/null; then
+    # cgroup v2 under systemd: a root login shell's cgroup (a session
+    # scope) is systemd's, not ours to delegate. Run the rest of this
+    # script in a transient scope with Delegate=yes: systemd then leaves
+    # the scope's subtree to its processes, and the supervisor moves into
+    # a leaf of it and enables the controllers for the exec cgroups. The
+    # scope ends when the supervisor does.
+    echo "cgroups: v2 under systemd: starting in a transient scope with Delegate=yes (systemd-run --scope)"
+    exec systemd-run --quiet --scope -p Delegate=yes --unit "sandboxd-run-$$" -- "$PWD/scripts/run.sh" --start
+  fi
+  own=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+  if [ "${1:-}" = --start ]; then
+    # The scope's cgroup, as systemd chowns a Delegate=yes unit's to its
+    # User=: the directory and the files its owner writes.
+    delegated=$own
+  else
+    # cgroup v2 without systemd: a cgroup of our own below the root, with
+    # the supervisor's leaf made ahead; this shell (and so the supervisor
+    # it becomes) moves there.
+    delegated=/sys/fs/cgroup/sandboxd-run
+    echo "+memory +pids +cpu" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+    mkdir -p "$delegated/supervisor"
+    chown "$user:" "$delegated/supervisor" "$delegated/supervisor/cgroup.procs" "$delegated/supervisor/cgroup.subtree_control" "$delegated/supervisor/cgroup.threads"
+  fi
+  chown "$user:" "$delegated" "$delegated/cgroup.procs" "$delegated/cgroup.subtree_control" "$delegated/cgroup.threads"
+  [ "$delegated" = "$own" ] || echo $$ > "$delegated/supervisor/cgroup.procs"
+  echo "cgroups: v2 subtree $delegated delegated to $user"
+else
+  # cgroup v1 (or hybrid): a directory below this shell's cgroup (which the
+  # supervisor inherits) in each v1 hierarchy, owned by the service user.
+  "$prefix/bin/sandboxctl" admin delegate-cgroups --user "$user" --parent "$cgroup_parent"
+fi
 
 cat <<MSG
 

@@ -272,7 +272,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, api.Health{OK: ready, Version: s.version, Checks: checks, Runtimes: policy.Runtimes(), Environments: s.environmentHealth()})
+	writeJSON(w, status, api.Health{OK: ready, Status: checks.Status(), Version: s.version, Checks: checks, Runtimes: policy.Runtimes(), Environments: s.environmentHealth()})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {

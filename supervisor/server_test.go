@@ -28,10 +28,11 @@ func TestHealth(t *testing.T) {
 		checks HealthChecks
 		status int
 		ok     bool
+		state  string
 	}{
-		{"ready", readyChecks(), 200, true},
-		{"not ready", notReady, 503, false},
-		{"cgroups none is still ready", func() HealthChecks { c := readyChecks(); c.Cgroups = "none"; return c }(), 200, true},
+		{"ready", readyChecks(), 200, true, api.HealthReady},
+		{"not ready", notReady, 503, false, api.HealthNotReady},
+		{"cgroups none is still ready, but degraded", func() HealthChecks { c := readyChecks(); c.Cgroups = "none"; return c }(), 200, true, api.HealthDegraded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,14 +50,14 @@ func TestHealth(t *testing.T) {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
-			if !reflect.DeepEqual(keys, []string{"checks", "ok", "runtimes", "version"}) {
+			if !reflect.DeepEqual(keys, []string{"checks", "ok", "runtimes", "status", "version"}) {
 				t.Fatalf("health keys %v", keys)
 			}
 			var h api.Health
 			if err := json.Unmarshal(r.body, &h); err != nil {
 				t.Fatal(err)
 			}
-			want := api.Health{OK: tc.ok, Version: "1.2.3", Checks: tc.checks, Runtimes: []string{"python", "javascript", "shell"}}
+			want := api.Health{OK: tc.ok, Status: tc.state, Version: "1.2.3", Checks: tc.checks, Runtimes: []string{"python", "javascript", "shell"}}
 			if !reflect.DeepEqual(h, want) {
 				t.Fatalf("health %+v, want %+v", h, want)
 			}

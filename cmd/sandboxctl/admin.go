@@ -81,8 +81,8 @@ func cmdDelegateCgroups(args []string, io stdio) int {
 		fmt.Fprintf(io.out, "cgroups: not delegating (%v); the supervisor will report cgroups none unless systemd delegates a v2 subtree\n", err)
 		return exitOK
 	}
-	for _, c := range cgroup.Controllers {
-		dir := filepath.Join(own[c], *parent)
+	for _, d := range own {
+		dir := filepath.Join(d, *parent)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			fmt.Fprintln(io.err, "sandboxctl:", err)
 			return exitUsage

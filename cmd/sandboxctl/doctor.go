@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -35,6 +36,10 @@ func cmdDoctor(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 	asJSON := fs.Bool("json", false, "")
 	helper := fs.String("helper", env(policy.EnvName("helper"), policy.DefaultHelperPath), "")
 	helperConfig := fs.String("helper-config", env(policy.EnvName("helper-config"), policy.DefaultHelperConfigPath), "")
+	// The supervisor's own setting and variable: running without limits
+	// that it allowed is a warning, not a failure.
+	allowDefault, _ := strconv.ParseBool(env(policy.EnvName("allow-no-cgroups"), "false"))
+	allowNone := fs.Bool("allow-no-cgroups", allowDefault, "")
 	conn := addConnFlags(fs, lookupEnv)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -58,7 +63,7 @@ func cmdDoctor(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 			return usage(sio.err, "doctor: %v", err)
 		}
 		rep = doctor.Run(ctx, doctorHost(), doctor.Options{
-			HelperPath: *helper, HelperConfigPath: *helperConfig, SocketPath: conn.socket, GOARCH: runtime.GOARCH,
+			HelperPath: *helper, HelperConfigPath: *helperConfig, SocketPath: conn.socket, GOARCH: runtime.GOARCH, AllowNoCgroups: *allowNone,
 			VerifyEnvironment: func(e config.Environment) error { return envtree.CheckRegistered(e.Root, e.Manifest, e.Digest) },
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(string) (string, bool)) int {
@@ -40,8 +42,13 @@ func cmdHealth(ctx context.Context, args []string, sio stdio, lookupEnv func(str
 		_, _ = sio.out.Write(buf.Bytes())
 	} else {
 		state := "ready"
-		if !h.OK {
+		switch {
+		case !h.OK:
 			state = "NOT READY"
+		case h.Checks.Cgroups == "none":
+			state = "ready, DEGRADED: memory, pids and CPU limits are not enforced (cgroups none, --allow-no-cgroups)"
+		case h.Status == api.HealthDegraded:
+			state = "ready, DEGRADED (see archive)"
 		}
 		fmt.Fprintf(sio.out, "sandboxd %s: %s\n", h.Version, state)
 		for _, c := range h.Checks.List() { // API.md's order

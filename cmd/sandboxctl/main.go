@@ -43,7 +43,7 @@ const helpText = `sandboxctl — client of sandboxd, the privilege-separated cod
 Usage:
   sandboxctl run [--lang python|javascript|shell] (-c CODE | FILE | -) [options]
   sandboxctl health [--json] [--socket PATH]
-  sandboxctl doctor [--json] [--helper PATH] [--helper-config PATH] [--socket PATH]
+  sandboxctl doctor [--json] [--helper PATH] [--helper-config PATH] [--socket PATH] [--allow-no-cgroups]
   sandboxctl doctor --url URL [--api-key-file F] [--ca-file F] [--client-cert F --client-key F] [--json]
                       from another machine: the connection, TLS, /healthz,
                       the key and the supervisor's readiness checks; the

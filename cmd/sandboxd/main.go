@@ -158,14 +158,31 @@ func (d *daemon) recover() error {
 	if n := removeStaleWorkspaces(d.workspaces, d.sessions, d.log); n > 0 {
 		d.log.Warn("removed one-shot workspaces left by an earlier run", "count", n)
 	}
-	d.cg = cgroup.Detect(cgroup.Host{UID: os.Getuid()}, cfg.CgroupParent)
-	d.log.Info("resource control", "cgroups", d.cg.Mode(), "detail", d.cg.Reason())
-	if d.cg.Mode() == cgroup.ModeNone && cfg.RequireCgroups {
-		return fmt.Errorf("--require-cgroups, but %s", d.cg.Reason())
+	if err := d.setupCgroups(); err != nil {
+		return err
 	}
 	if n, err := d.cg.Sweep(); n > 0 || err != nil {
 		d.log.Warn("killed and removed exec cgroups left by an earlier run", "count", n, "err", err)
 	}
+	return nil
+}
+
+// setupCgroups is the cgroup phase of start-up: on v2 the supervisor moves
+// into a leaf of its delegated cgroup and enables the controllers for the
+// exec cgroups (cgroup.Setup); on v1 it finds the delegated directories.
+// Fail closed: without a cgroup nothing would enforce memory, pids or CPU
+// limits, so the supervisor refuses to start unless the operator said
+// --allow-no-cgroups (then it runs degraded, and says so in health).
+func (d *daemon) setupCgroups() error {
+	d.cg = cgroup.Setup(cgroup.Host{UID: os.Getuid()}, d.cfg.CgroupParent)
+	if d.cg.Mode() != cgroup.ModeNone {
+		d.log.Info("resource control", "cgroups", d.cg.Mode(), "detail", d.cg.Reason())
+		return nil
+	}
+	if !d.cfg.AllowNoCgroups {
+		return fmt.Errorf("refusing to start: memory, pids and CPU limits cannot be enforced, no usable delegated cgroup subtree: %s (or, knowingly, start with --allow-no-cgroups / SANDBOXD_ALLOW_NO_CGROUPS=1: execs then run without those limits)", d.cg.Reason())
+	}
+	d.log.Warn("running without cgroups (--allow-no-cgroups): memory, pids and CPU limits are not enforced; health is degraded", "cgroups", d.cg.Mode(), "detail", d.cg.Reason())
 	return nil
 }
 
@@ -175,7 +192,7 @@ func (d *daemon) newLauncher() error {
 	cfg := d.cfg
 	launcher, err := launch.New(launch.Config{
 		HelperPath: cfg.HelperPath, WorkspaceRoot: d.workspaces, Sink: d.aw, Log: d.log,
-		Cgroups: d.cg, RequireCgroups: cfg.RequireCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
+		Cgroups: d.cg, RequireCgroups: !cfg.AllowNoCgroups, QuotaBytes: cfg.WorkspaceQuotaBytes,
 		Artifacts:  workspace.ArtifactLimits{MaxFileBytes: cfg.ArtifactMaxFileBytes, MaxFiles: cfg.ArtifactMaxFiles, MaxTotalBytes: cfg.ArtifactMaxTotalBytes},
 		HelperPool: cfg.HelperPool,
 	})
