@@ -225,31 +225,20 @@ func (h *hostService) awaitNewPid(old int) int {
 	return pid
 }
 
-// settledCgroups lists the cgroups below root that are no idle pool's:
-// what is left of execs and kernels once nothing runs.
-func settledCgroups(root string, self string) []string {
+// settledCgroups lists the cgroups of execs, kernels and warm sandboxes:
+// those two levels or more below root (root/<cgroup parent>/<id>; the
+// supervisor's own leaf and the cgroup parent are one level below), except
+// the idle helper pool's (pool-*).
+func settledCgroups(root string) []string {
 	var out []string
 	for _, d := range cgroupDirs(root) {
-		if d == root || strings.HasPrefix(filepath.Base(d), "pool-") || strings.HasPrefix(self, d) {
+		rel, err := filepath.Rel(root, d)
+		if err != nil || !strings.Contains(rel, "/") || strings.HasPrefix(filepath.Base(d), "pool-") {
 			continue
 		}
 		out = append(out, d)
 	}
 	return out
-}
-
-func (h *hostService) ownCgroup() string {
-	pid, err := h.pid()
-	if err != nil {
-		return ""
-	}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	for _, line := range strings.Split(string(b), "\n") {
-		if rel, ok := strings.CutPrefix(line, "0::"); ok {
-			return filepath.Join("/sys/fs/cgroup", rel)
-		}
-	}
-	return ""
 }
 
 func TestHostRestart(t *testing.T) {
@@ -288,7 +277,7 @@ func TestHostKill9LeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldProcs := userPids(serviceUsers()...)
-	oldCgroups := settledCgroups(root, h.ownCgroup())
+	oldCgroups := settledCgroups(root)
 	t.Logf("before SIGKILL of %d: %d processes, cgroups %v", old, len(oldProcs), oldCgroups)
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -323,9 +312,9 @@ func TestHostLoadLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, self := h.cgroupRoot(), h.ownCgroup()
+	root := h.cgroupRoot()
 	workspaces := filepath.Join(hcEnv("SANDBOXD_HC_STATE_DIR", "/var/lib/sandboxd"), "workspaces")
-	snap := func() leakCounts { return leakSnapshot(pid, root, self, workspaces) }
+	snap := func() leakCounts { return leakSnapshot(pid, root, workspaces) }
 	base := settledSnapshot(t, snap)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -369,10 +358,10 @@ func TestHostLoadLeaks(t *testing.T) {
 
 type leakCounts struct{ fds, procs, cgroups, workspaces int }
 
-func leakSnapshot(pid int, root, self, workspaces string) leakCounts {
+func leakSnapshot(pid int, root, workspaces string) leakCounts {
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	ws, _ := os.ReadDir(workspaces)
-	return leakCounts{fds: len(fds), procs: len(userPids(serviceUsers()...)), cgroups: len(settledCgroups(root, self)), workspaces: len(ws)}
+	return leakCounts{fds: len(fds), procs: len(userPids(serviceUsers()...)), cgroups: len(settledCgroups(root)), workspaces: len(ws)}
 }
 
 func jsonField(t *testing.T, body []byte, name string) string {

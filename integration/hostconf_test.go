@@ -264,6 +264,9 @@ func TestHostHealth(t *testing.T) {
 	h := hostSvc(t)
 	hl := h.waitReady(time.Minute)
 	t.Logf("health: %+v runtimes %v", hl.Checks, hl.Runtimes)
+	if hl.Status != api.HealthReady {
+		t.Errorf("health status %q, want %q (degraded: limits not enforced)", hl.Status, api.HealthReady)
+	}
 	if want := hcEnv("SANDBOXD_HC_CGROUPS", "v2"); hl.Checks.Cgroups != want {
 		t.Errorf("checks.cgroups = %q, want %q on this host", hl.Checks.Cgroups, want)
 	}
