@@ -9,7 +9,7 @@
 # number below; a cache hit costs nothing. Prints the cache directory, which holds
 # base.img (raw ext4), vmlinuz and initrd.img.
 #
-# Usage: vm/image.sh [base|docker]   (docker adds docker.io for the Compose row)
+# Usage: vm/image.sh [base]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,10 +29,11 @@ size=${SANDBOXD_VM_IMAGE_SIZE:-3G}
 pkgs="systemd systemd-sysv udev dbus kmod linux-image-cloud-amd64 initramfs-tools
 bubblewrap python3 nodejs libcap2-bin libseccomp2 util-linux iproute2 procps
 apparmor e2fsprogs passwd"
+# One flavour today; a row needing other packages (Docker for the Compose
+# row) gets a flavour of its own, cached under its own key.
 case $flavour in
   base) ;;
-  docker) pkgs="$pkgs docker.io apparmor-utils" ;;
-  *) die "unknown flavour '$flavour' (base or docker)" ;;
+  *) die "unknown flavour '$flavour' (base)" ;;
 esac
 pkgs=$(echo $pkgs)
 
