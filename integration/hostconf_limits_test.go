@@ -150,7 +150,7 @@ func TestHostKernels(t *testing.T) {
 		}
 		id := jsonField(t, body, "id")
 		path := "/v1/sessions/" + id + "/exec"
-		h.exec(path, lang(tc.lang, tc.a))
+		h.startKernel(path, lang(tc.lang, tc.a))
 		h.exec(path, lang(tc.lang, tc.b))
 		r := h.exec(path, lang(tc.lang, tc.c))
 		if r.Stdout != "42\n" || r.Kernel == nil || r.Kernel.ExecutionCount != 3 {
@@ -162,6 +162,25 @@ func TestHostKernels(t *testing.T) {
 		if status, body, _ := h.try("DELETE", "/v1/sessions/"+id, nil); status != 204 {
 			t.Errorf("delete session: %d %s", status, body)
 		}
+	}
+}
+
+// startKernel runs a session's first exec, which starts its kernel. The
+// supervisor gives a kernel 30 s to report ready; node under TCG on a
+// loaded host has missed that (503 "did not start"), so a start is tried
+// three times: this suite is about limits, not emulated start-up latency.
+func (h *hostService) startKernel(path string, req map[string]any) {
+	h.t.Helper()
+	req["timeout_ms"] = hcTimeoutMS
+	for i := 1; ; i++ {
+		status, body, err := h.try("POST", path, req)
+		if err == nil && status == 200 {
+			return
+		}
+		if i == 3 || status != 503 || !strings.Contains(string(body), "did not start") {
+			h.t.Fatalf("POST %s (attempt %d): status %d err %v: %s", path, i, status, err, body)
+		}
+		h.t.Logf("attempt %d: the kernel did not start in time under emulation: %s", i, body)
 	}
 }
 
