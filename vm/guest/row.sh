@@ -69,6 +69,9 @@ start_run_sh() {
 case $row in
   a) start_unit ;;
   b)
+    # The probe must work before the sysctl, or its refusal after proves nothing.
+    setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U true ||
+      verdict FAIL "unshare -U fails for nobody even before the sysctl: the probe proves nothing"
     sysctl -w kernel.unprivileged_userns_clone=0
     if setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U true 2>/dev/null; then
       verdict FAIL "unshare -U still works for an unprivileged user with kernel.unprivileged_userns_clone=0"
