@@ -98,7 +98,9 @@ while True:
         time.sleep(3)
         os._exit(0)
 `)
-	bomb["timeout_ms"] = 20000
+	// A minute: under TCG on a loaded host, 256 forks of python have taken
+	// more than 20 s.
+	bomb["timeout_ms"] = hcTimeoutMS
 	before := len(userPids(serviceUsers()...))
 	done := make(chan struct{})
 	var r execResult
