@@ -26,7 +26,8 @@ func TestHelperPoolLeavesNothing(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	waitFor("the pool is not full", func() bool { return len(in.poolCgroups()) == 2*3 }) // 2 helpers x 3 v1 hierarchies
+	perCgroup := len(in.cgroupDirs) // one directory per v1 hierarchy (memory, pids, cpu, and cpuacct where apart), one on v2
+	waitFor("the pool is not full", func() bool { return len(in.poolCgroups()) == 2*perCgroup })
 	// Direct children only, once settled: a helper still in its C prelude
 	// briefly has the namespace holder below it.
 	var helpers map[int]string
@@ -42,7 +43,7 @@ func TestHelperPoolLeavesNothing(t *testing.T) {
 	if left := s.execCgroupsLeft(); len(left) > 0 {
 		t.Fatalf("exec cgroups left behind: %v", left)
 	}
-	waitFor("the pool did not refill", func() bool { return len(in.poolCgroups()) == 2*3 })
+	waitFor("the pool did not refill", func() bool { return len(in.poolCgroups()) == 2*perCgroup })
 	helpers = descendants(s.cmd.Process.Pid)
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.done
@@ -52,7 +53,7 @@ func TestHelperPoolLeavesNothing(t *testing.T) {
 		old[d] = true
 	}
 	s2 := in.startSupervisor(t, supervisorOpts{extra: []string{"--helper-pool", "1", "--warm-pool", "0"}})
-	waitFor("the new pool is not full", func() bool { return len(in.poolCgroups()) == 3 })
+	waitFor("the new pool is not full", func() bool { return len(in.poolCgroups()) == perCgroup })
 	for _, d := range in.poolCgroups() {
 		if old[d] {
 			t.Fatalf("the killed supervisor's pool cgroup %s survived the restart", d)
