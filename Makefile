@@ -14,7 +14,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration race lint bench load load-reduced deps deps-dev node-deps clean vet check-deploy k8s-schemas fuzz clients
+.PHONY: all build run install test unit integration race lint bench load load-reduced deps deps-dev node-deps clean vet check-deploy k8s-schemas fuzz clients deps-vm vm-image vm-test vm-test-all
 
 all: build
 
@@ -157,6 +157,26 @@ load-reduced: deps-dev build
 
 clean:
 	rm -rf bin clients/typescript/dist
+
+# The host matrix (vm/README.md): Debian 12 virtual machines under qemu's
+# TCG, built once and cached (SANDBOXD_VM_CACHE, default
+# /var/cache/sandboxd-vm), each row installing this checkout's bin/ and
+# running the host-conformance suite inside. Rows a-c: the shipped systemd
+# unit on cgroup v2; the same with unprivileged user namespaces off; make
+# run from a root shell. vm-test-all adds row d (the Compose recipe).
+# Row e, this host, is `make test`.
+VM_ROWS ?= a b c
+deps-vm:
+	vm/deps.sh
+
+vm-image: deps-vm
+	vm/image.sh base
+
+vm-test: deps-vm build
+	@set -e; for r in $(VM_ROWS); do GO=$(GO) vm/run.sh $$r; done
+
+vm-test-all: deps-vm build
+	@set -e; for r in a b c d; do GO=$(GO) vm/run.sh $$r; done
 
 FORCE:
 
