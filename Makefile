@@ -93,13 +93,13 @@ run:
 # the real helper with real file capabilities; they need root to set that up
 # and fail (never skip) under CI=true. `deps-dev` installs only what is missing.
 test: deps-dev tools build node-deps clients vet lint race check-deploy
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 40m ./...
 
 unit: tools
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
 integration: tools build node-deps clients
-	$(GO) test -count=1 -v -timeout 20m ./integration/...
+	$(GO) test -count=1 -v -timeout 40m ./integration/...
 
 # golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and
 # installs into the Go bin directory when missing.
