@@ -141,7 +141,7 @@ func TestSettingStates(t *testing.T) {
 		t.Fatalf("states %v, keys %v", got, SettingKeys())
 	}
 	for key, want := range map[string]SettingState{
-		SettingMaxSessions:    {Key: SettingMaxSessions, Value: int64(2), Cap: int64(8), Source: SourceAdmin},
+		SettingMaxSessions:    {Key: SettingMaxSessions, Value: int64(2), Cap: int64(8), Source: SourceAdmin, SetBy: "uid:0"},
 		SettingExecTimeout:    {Key: SettingExecTimeout, Value: int64(20000), Cap: int64(20000), Source: SourceFlag},
 		SettingArchiveBackend: {Key: SettingArchiveBackend, Value: "local", Cap: "local|none", Source: SourceDefault},
 	} {
