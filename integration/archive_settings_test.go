@@ -139,6 +139,28 @@ func TestArchiveSettingsSwitchS3(t *testing.T) {
 	}
 }
 
+// itAdminKey is the API key of the integration tests' admin key ("ops").
+const itAdminKey = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
+
+// startKeyed starts a supervisor on an empty state with a TCP listener and
+// the keys file text keys; it returns the supervisor, the keys file's path
+// and a maker of clients for a key.
+func startKeyed(t *testing.T, in *installation, keys string) (*supervisor, string, func(key string) *client.Client) {
+	t.Helper()
+	emptyState(t, in)
+	path := writeOwned(t, in, "keys", []byte(keys), 0o600)
+	addr := "127.0.0.1:" + freePort(t)
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--listen", "tcp://" + addr, "--api-keys-file", path}})
+	waitTCP(t, s, addr)
+	return s, path, func(key string) *client.Client {
+		c, err := client.NewRemote(client.Remote{URL: "http://" + addr, APIKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
 // TestArchiveKeyCallersTCP: with real privilege separation, over TCP, an
 // API key's keyed session is archived when it ends and restored for the
 // same key only (another key naming the same session key gets an empty
@@ -146,22 +168,9 @@ func TestArchiveSettingsSwitchS3(t *testing.T) {
 // a plain key is 403.
 func TestArchiveKeyCallersTCP(t *testing.T) {
 	in := setup(t)
-	emptyState(t, in)
-	const adminKey = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
-	keys := writeOwned(t, in, "keys", []byte("alice:"+itKeyAlice+"\nbob:"+itKeyBob+"\nops:"+adminKey+":admin\n"), 0o600)
-	addr := "127.0.0.1:" + freePort(t)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--listen", "tcp://" + addr, "--api-keys-file", keys}})
-	waitTCP(t, s, addr)
-	url := "http://" + addr
+	s, _, remote := startKeyed(t, in, "alice:"+itKeyAlice+"\nbob:"+itKeyBob+"\nops:"+itAdminKey+":admin\n")
 	ctx := context.Background()
-	remote := func(key string) *client.Client {
-		c, err := client.NewRemote(client.Remote{URL: url, APIKey: key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	alice, bob, ops := remote(itKeyAlice), remote(itKeyBob), remote(adminKey)
+	alice, bob, ops := remote(itKeyAlice), remote(itKeyBob), remote(itAdminKey)
 
 	key := "conv-" + randID()
 	a, _, err := alice.CreateSession(ctx, nil, key)
@@ -225,21 +234,9 @@ func TestArchiveKeyCallersTCP(t *testing.T) {
 // tightening, stays (reset: false).
 func TestSettingsOfRevokedAdminKey(t *testing.T) {
 	in := setup(t)
-	emptyState(t, in)
-	const adminKey = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
-	keys := writeOwned(t, in, "keys", []byte("alice:"+itKeyAlice+"\nops:"+adminKey+":admin\nops2:"+itKeyBob+":admin\n"), 0o600)
-	addr := "127.0.0.1:" + freePort(t)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--listen", "tcp://" + addr, "--api-keys-file", keys}})
-	waitTCP(t, s, addr)
+	s, keys, remote := startKeyed(t, in, "alice:"+itKeyAlice+"\nops:"+itAdminKey+":admin\nops2:"+itKeyBob+":admin\n")
 	ctx := context.Background()
-	ops, err := client.NewRemote(client.Remote{URL: "http://" + addr, APIKey: adminKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops2, err := client.NewRemote(client.Remote{URL: "http://" + addr, APIKey: itKeyBob})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops, ops2 := remote(itAdminKey), remote(itKeyBob)
 	if _, err := ops.PatchSettings(ctx, map[string]any{"archive_backend": "none", "max_sessions": 5}); err != nil {
 		t.Fatalf("admin key patch: %v", err)
 	}
