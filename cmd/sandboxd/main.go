@@ -243,6 +243,14 @@ func (d *daemon) serve() int {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
+	// The keys in force are known only now: settings set by a key the file
+	// no longer holds as admin are audited and, for archive destinations,
+	// reset before the first request.
+	if err := d.srv.AuditRevokedSetters(supervisor.RevokedAtStart); err != nil {
+		_ = d.ln.Close()
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
 	go d.sessions.RunReaper(ctx, time.Second)
 	// Built after the sweeps, so a warm sandbox of an earlier run (its
 	// cgroup, its workspace) is never mistaken for one of this run.
@@ -307,7 +315,9 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 			}
 			if cfg.APIKeysFile != "" {
 				// A failure is logged, audited and shown in health there.
-				_ = srv.ReloadKeys(cfg.APIKeysFile)
+				if srv.ReloadKeys(cfg.APIKeysFile) == nil {
+					auditRevokedSetters(srv, supervisor.RevokedAtSIGHUP, log)
+				}
 			}
 			if certs == nil {
 				continue
@@ -320,6 +330,14 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 		}
 	}()
 	return lns, nil
+}
+
+// auditRevokedSetters runs Server.AuditRevokedSetters after a keys reload;
+// a failure leaves the settings as they were, so it is logged as an error.
+func auditRevokedSetters(srv *supervisor.Server, trigger string, log *slog.Logger) {
+	if err := srv.AuditRevokedSetters(trigger); err != nil {
+		log.Error("settings of a revoked admin not audited or reset; they stay", "err", err)
+	}
 }
 
 // listenE2B opens --e2b-listen, with the TLS of --listen, and mounts the

@@ -733,6 +733,10 @@ export type Setting = {
    */
   cap: unknown;
   key: "archive_backend" | "exec_timeout_max_ms" | "exec_timeout_ms" | "idle_ttl_seconds" | "max_concurrent_execs" | "max_sessions";
+  /**
+   * For an admin value, the caller that set it (key:NAME or uid:N); absent otherwise, or for a value persisted before setters were recorded. A setting whose setter is no longer an admin is audited (settings.setter_revoked) at start and after each keys reload; an archive setting is then reset to the operator's value.
+   */
+  set_by?: string;
   source: "default" | "flag/env" | "admin";
   /**
    * The effective value (integer; a string for archive_backend).
