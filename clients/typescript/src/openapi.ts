@@ -820,7 +820,7 @@ export type Usage = {
    */
   max_rss_kb: number;
   /**
-   * Where the figures come from: "cgroup" (both), "rusage" (both from wait4, no cgroup), "mixed" (cpu_ms from the cgroup, max_rss_kb from wait4: cgroup v2 before Linux 5.19). Absent for kernel and process execs in sessions.
+   * Where the figures come from: "cgroup" (both; a session kernel exec: its kernel's cgroup over the exec, the memory peak reset at its start), "rusage" (both from wait4, no cgroup), "mixed" (cpu_ms from the cgroup, max_rss_kb from wait4: cgroup v2 before Linux 5.19), "cgroup_lifetime_peak" (a kernel exec where the peak cannot be reset: max_rss_kb is the kernel's peak since it started), "none" (a kernel exec without a cgroup: nothing measured it).
    */
-  source?: "cgroup" | "rusage" | "mixed";
+  source?: "cgroup" | "rusage" | "mixed" | "cgroup_lifetime_peak" | "none";
 };
