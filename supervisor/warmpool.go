@@ -35,7 +35,7 @@ func (s *Server) StartWarmPool(ctx context.Context) func() {
 		return func() {}
 	}
 	build := func(key launch.WarmKey) (launch.WarmSandbox, error) { return s.buildWarm(ws, key) }
-	p := launch.NewWarmPool(s.cfg.WarmPool, build, launch.HelperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath), s.log)
+	p := launch.NewWarmPool(s.cfg.WarmPool, build, launch.HelperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath, launch.DefaultOwnerFile), s.log)
 	s.warm.Store(p)
 	stop := p.Keep(ctx, s.warmKeys)
 	return func() {
