@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -97,6 +98,10 @@ func (h *Host) start(ctx context.Context, req launch.Request) (*Kernel, error) {
 		return nil, err
 	}
 	k.id, k.sb, k.enc = sb.ID(), sb, protocol.NewEncoder(sb.Stdin())
+	k.setKill(func() { go sb.Stop() })
+	if err := k.brokenErr(); err != nil && err != io.EOF {
+		go sb.Stop() // it broke the protocol before its kill was set
+	}
 	timer := time.NewTimer(readyTimeout)
 	defer timer.Stop()
 	select {

@@ -43,7 +43,8 @@ type Kernel struct {
 	environment string
 
 	mu        sync.Mutex
-	broken    error // the first protocol error or the channel's end
+	kill      func() // stops the sandbox without waiting (start sets it)
+	broken    error  // the first protocol error or the channel's end
 	count     int64
 	restarted bool // started because an earlier kernel of the session ended
 	reported  bool // restarted has been reported by an exec
@@ -76,7 +77,14 @@ func (k *Kernel) read(r io.Reader) {
 	}
 	k.mu.Lock()
 	k.broken = err
+	kill := k.kill
 	k.mu.Unlock()
+	// A kernel that broke the protocol is killed at once, not when its
+	// session next uses it: until then it would keep its CPU, memory and
+	// egress proxy (which ends with its sandbox).
+	if err != io.EOF && kill != nil {
+		kill()
+	}
 }
 
 // idle waits for the next exec. The kernel speaks only when spoken to: a
@@ -121,6 +129,20 @@ func serve(conn *protocol.Conn, s *sink) error {
 		}
 		s.record(f)
 	}
+}
+
+// setKill sets how the kernel is killed when it breaks the protocol.
+func (k *Kernel) setKill(kill func()) {
+	k.mu.Lock()
+	k.kill = kill
+	k.mu.Unlock()
+}
+
+// brokenErr is the channel's first error (nil: none yet).
+func (k *Kernel) brokenErr() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.broken
 }
 
 // Alive reports whether the kernel can take an exec.
