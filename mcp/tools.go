@@ -100,7 +100,7 @@ func toolList() []tool {
 				"entrypoint": str("python/javascript: a function the code defines, called after it runs with inputs; its JSON return value comes back"),
 				"mode": map[string]any{"type": "string", "enum": []string{api.ModeKernel, api.ModeProcess},
 					"description": "python/javascript: \"kernel\" (the default: the session's kernel, or without a session a throwaway one, with displays) or \"process\" (a plain interpreter: the code's own stdin/stdout)"},
-				"inputs":     map[string]any{"type": "object", "description": "the JSON object passed to entrypoint"},
+				"inputs": map[string]any{"type": "object", "description": "the JSON object passed to entrypoint"},
 			}),
 			run: runCode},
 		{Name: "create_session", Title: "Create a session",
