@@ -189,9 +189,12 @@ type outcome struct {
 }
 
 // execute runs one exec in k and waits for its result, its timeout, ctx
-// or the kernel's end. A timed-out or cancelled exec is interrupted, then
-// the kernel is killed after interruptGrace: its state is not trusted
-// after an exec that overran (the next exec says restarted: true).
+// or the kernel's end. A timed-out or cancelled exec is interrupted. A
+// timed-out one's kernel is then killed after interruptGrace: its state is
+// not trusted after an exec that overran (the next exec says restarted:
+// true). A cancelled one (its client went away) keeps its kernel when the
+// interrupt ended it within interruptGrace, as a notebook's interrupt
+// does: the next exec finds the kernel and its state; else it is killed.
 func (k *Kernel) execute(ctx context.Context, x protocol.Execute, timeout time.Duration, s *sink) outcome {
 	start := time.Now()
 	if err := k.handOver(s); err != nil {
@@ -208,7 +211,7 @@ func (k *Kernel) execute(ctx context.Context, x protocol.Execute, timeout time.D
 		k.count = o.result.ExecutionCount
 		k.mu.Unlock()
 	}
-	if o.broken != nil && !errors.Is(o.broken, io.EOF) || o.timedOut || o.cancelled {
+	if o.broken != nil && !errors.Is(o.broken, io.EOF) || o.timedOut || o.cancelled && o.result == nil {
 		o.killed = o.exit == nil
 		ex := k.sb.Stop()
 		o.exit = &ex
