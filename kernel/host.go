@@ -46,7 +46,18 @@ type Host struct {
 	Egress func(req *launch.Request) (Proxy, error)
 	// Audit writes a supervisor record of step for exec execID.
 	Audit func(execID, step string, caller launch.Caller, facts map[string]any) error
+	// FrameBudget bounds the bytes of frames all kernels hold at once
+	// (shared by every Host of a supervisor); nil: no shared bound.
+	FrameBudget *protocol.Budget
 }
+
+// Frame budget defaults: two maximal frames in flight at once across all
+// kernels (a frame's decoding allocates up to about seven times its line,
+// so about 450 MiB at most), and how long a frame may wait for its share.
+const (
+	DefaultFrameBudgetBytes = 2 * (protocol.MaxFrameBytes + 1)
+	FrameBudgetWait         = 5 * time.Second
+)
 
 // Exec is one decided exec as a kernel runs it.
 type Exec struct {
@@ -93,6 +104,7 @@ func runnerRequest(base launch.Request, id, mode string) (launch.Request, error)
 // start launches a runner and waits for its ready frame.
 func (h *Host) start(ctx context.Context, req launch.Request) (*Kernel, error) {
 	k := newKernel(req.Runtime, req.Environment)
+	k.budget = h.FrameBudget
 	sb, err := h.Runners.Start(ctx, req, k.read)
 	if err != nil {
 		return nil, err

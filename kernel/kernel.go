@@ -35,9 +35,10 @@ type Kernel struct {
 	enc       *protocol.Encoder
 	startedAt time.Time
 	ready     chan error
-	begin     chan *sink    // execute hands the driver its exec
-	driven    chan struct{} // closed once the driver (read) has returned
-	egress    Proxy         // network "egress": the kernel's proxy; nil otherwise
+	begin     chan *sink       // execute hands the driver its exec
+	driven    chan struct{}    // closed once the driver (read) has returned
+	egress    Proxy            // network "egress": the kernel's proxy; nil otherwise
+	budget    *protocol.Budget // the supervisor's budget for frames in flight; nil: none
 	// environment is what the kernel was launched in ("": none); an exec
 	// in another cannot run in it.
 	environment string
@@ -64,6 +65,10 @@ func (k *Kernel) read(r io.Reader) {
 	g := newGate(r)
 	defer g.close()
 	conn := protocol.NewConn(g)
+	if k.budget != nil {
+		conn.Budget(k.budget)
+	}
+	defer conn.Close()
 	_, err := conn.Ready()
 	k.ready <- err
 	for err == nil {

@@ -16,7 +16,7 @@ func (s *Server) kernelHost() (*kernel.Host, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &kernel.Host{Runners: rl, Egress: s.kernelEgress, Audit: s.auditStep}, true
+	return &kernel.Host{Runners: rl, Egress: s.kernelEgress, Audit: s.auditStep, FrameBudget: s.frames}, true
 }
 
 // auditStep writes a supervisor record of step for exec execID.
