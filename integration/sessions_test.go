@@ -211,7 +211,19 @@ while True:
 	req["timeout_ms"] = 12000
 	done := make(chan execResult, 1)
 	go func() { done <- s.sessionExec(t, sess.ID, req) }()
-	time.Sleep(1500 * time.Millisecond)
+	// Wait for the traps (the FIFO is made last), not for a fixed time: a
+	// kernel that starts slowly under load must not let the supervisor's
+	// own PUT below create link_file.txt before the payload plants it.
+	trapsSet := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if status, body := s.raw("GET", "/v1/sessions/"+sess.ID+"/files", nil); status == 200 && strings.Contains(string(body), `"fifo.txt"`) {
+			trapsSet = true
+			break
+		}
+	}
+	if !trapsSet {
+		t.Fatal("the payload did not set its traps within 30 s")
+	}
 
 	base := "/v1/sessions/" + sess.ID + "/files/"
 	leaks := 0
