@@ -398,11 +398,18 @@ type Package struct {
 
 // Environment is one entry of GET /v1/environments.
 type Environment struct {
-	Name     string    `json:"name"`
-	Language string    `json:"language"`
-	Digest   string    `json:"digest"`
-	Packages []Package `json:"packages"`
-	Default  bool      `json:"default"`
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	// Digest covers the tree and the variables (docs/ENVIRONMENTS.md):
+	// what results and audit records attest.
+	Digest string `json:"digest"`
+	// TreeDigest is the tree's registered content digest.
+	TreeDigest string `json:"tree_digest"`
+	// Env is the variables every payload in the environment gets, by
+	// name (a request's env wins over them).
+	Env      map[string]string `json:"env"`
+	Packages []Package         `json:"packages"`
+	Default  bool              `json:"default"`
 }
 
 // EnvironmentBuildRequest is the body of POST /v1/environments/build (root

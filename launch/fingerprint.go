@@ -147,7 +147,7 @@ func helperFingerprint(helperPath, configPath, ownerPath string, hc *config.Conf
 		content(hc.PayloadProfile)
 		envs := make([]string, 0, len(hc.Environments))
 		for _, e := range hc.Environments {
-			envs = append(envs, e.Name+"@"+e.Digest)
+			envs = append(envs, e.Name+"@"+e.EnvironmentDigest())
 		}
 		sort.Strings(envs)
 		fmt.Fprintln(h, envs)
