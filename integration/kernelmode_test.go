@@ -145,3 +145,53 @@ func TestKernelDisconnectInterrupts(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelProtocolViolationKillsIt: a session kernel whose code writes
+// garbage to the kernel channel between execs is killed at once (it stops
+// running: its heartbeat file stops growing), not only marked broken until
+// the session's next exec; another session's kernel is not touched.
+func TestKernelProtocolViolationKillsIt(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	bad, other := s.kernelSession(t), s.kernelSession(t)
+	if r := s.kexec(t, other.ID, py("kept = 7")); !exitIs(r, 0) {
+		t.Fatal("the other session's first exec failed")
+	}
+	// A background thread beats into a file every 50 ms and, once the
+	// exec is over, writes a non-frame line to the runner's channel.
+	r := s.kexec(t, bad.ID, py(`import gc, os, threading, time
+chan = next(o for o in gc.get_objects() if type(o).__name__ == "Channel")
+def run():
+    time.sleep(0.5)
+    os.write(chan.fd, b"garbage\n")
+    while True:
+        with open("beats", "a") as f:
+            f.write(".")
+        time.sleep(0.05)
+threading.Thread(target=run, daemon=True).start()`))
+	if !exitIs(r, 0) {
+		t.Fatalf("the exec that plants the writer failed: %+v", r)
+	}
+	time.Sleep(2 * time.Second)
+	beats := func() int {
+		status, body := s.do("GET", "/v1/sessions/"+bad.ID+"/files/beats", nil)
+		if status == 404 {
+			return 0
+		}
+		if status != 200 {
+			t.Fatalf("read beats: %d %s", status, body)
+		}
+		return len(body)
+	}
+	first := beats()
+	time.Sleep(time.Second)
+	if again := beats(); again != first {
+		t.Fatalf("the kernel that broke the protocol still runs: its heartbeat went from %d to %d bytes in a second", first, again)
+	}
+	if r := s.kexec(t, other.ID, py("print(kept)")); !exitIs(r, 0) || r.Stdout != "7\n" || r.Kernel.Restarted {
+		t.Fatalf("the other session's kernel was touched: %+v", r)
+	}
+	if r := s.kexec(t, bad.ID, py("print('fresh')")); !exitIs(r, 0) || r.Stdout != "fresh\n" || r.Kernel == nil || !r.Kernel.Restarted {
+		t.Fatalf("the broken session's next exec: %+v", r)
+	}
+}
