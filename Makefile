@@ -62,10 +62,11 @@ bin/tools/versitygw:
 	GOBIN=$(CURDIR)/bin/tools $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 # The npm packages the tests drive sandboxd with (the official MCP SDK
-# client in mcp/sdktest; the TypeScript SDK's compiler in clients/typescript),
-# from each directory's lockfile. npm ci runs again only when a lockfile
-# changed since the last install (a stamp beside it).
-NODE_TEST_DIRS := mcp/sdktest clients/typescript
+# client in mcp/sdktest; the TypeScript SDK's compiler in clients/typescript;
+# the E2B code interpreter SDK in e2b/sdktest), from each directory's
+# lockfile. npm ci runs again only when a lockfile changed since the last
+# install (a stamp beside it).
+NODE_TEST_DIRS := mcp/sdktest clients/typescript e2b/sdktest
 node-deps:
 	@command -v npm >/dev/null || { echo "node-deps: installing npm"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
 	@set -e; for d in $(NODE_TEST_DIRS); do \

@@ -15,10 +15,11 @@ import (
 // has). "pids P..." tries, for each pid, to open /proc/P/ns/user, setns
 // into it (in a forked, single-threaded child) and PTRACE_SEIZE it.
 // "holder HELPER N" starts the helper itself with the fds the supervisor
-// would give it, catches the prelude's user-namespace holder and keeps
-// trying to open its ns/user while it lives; once open, it SIGSTOPs the
-// holder (it may: the holder's real uid is the service uid) and tries
-// setns; up to N attempts.
+// would give it, catches the prelude's first child -- the user-namespace
+// holder, or the keeper once the holder is gone -- and keeps trying to
+// open its ns/user while it lives (for at most 2 s); once open, it tries
+// to SIGSTOP it (refused: every uid of both is the owner's) and setns; up
+// to N attempts.
 const attacker = `
 import ctypes, errno, json, os, signal, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -49,13 +50,7 @@ def attack(pid):
     out['ptrace'] = in_child(lambda: 0 if libc.ptrace(PTRACE_SEIZE, pid, 0, 0) == 0 else ctypes.get_errno())
     return out
 
-def children(pid):
-    try:
-        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
+` + pyChildren + `
 def holder(helper, tries):
     for attempt in range(tries):
         fds = [os.pipe() for _ in range(4)]
@@ -86,7 +81,7 @@ def holder(helper, tries):
             # (dumpable) only after a while; an open fd keeps the
             # namespace even after the holder is gone.
             h, last = kids[0], None
-            while True:
+            while time.time() < deadline:
                 try:
                     fd = os.open('/proc/%d/ns/user' % h, os.O_RDONLY)
                 except OSError as e:

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/cgroup"
@@ -198,11 +199,19 @@ func (hp *helperProc) exited() bool {
 	}
 }
 
-// discard kills a helper that was never released (nothing of a payload
-// ran in it), reaps it and removes its pipes and cgroup.
+// discard stops a helper that was never released (nothing of a payload
+// ran in it), reaps it and removes its pipes and cgroup. SIGTERM first:
+// the helper then ends and reaps its keeper (SECURITY.md, "A helper killed
+// at any moment") before it dies, where a SIGKILL would leave the keeper
+// to us, a child subreaper, as a zombie. SIGKILL after a second.
 func (hp *helperProc) discard() {
-	_ = hp.cmd.Process.Kill()
-	<-hp.waited
+	_ = hp.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-hp.waited:
+	case <-time.After(time.Second):
+		_ = hp.cmd.Process.Kill()
+		<-hp.waited
+	}
 	hp.pipes.closeAll()
 	if hp.cg != nil {
 		hp.cg.KillAll()

@@ -27,7 +27,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -62,9 +65,11 @@ type launch struct {
 	fds        BwrapFDs
 	profileSHA string
 	net        netCheck // made before the spec is read (checkNetwork)
-	// parentGone receives the parent-death signal (SIGTERM) once the
-	// helper is bwrap's relay.
+	// parentGone receives SIGTERM: the supervisor's stop, or its death once
+	// the relay re-armed the parent-death signal (catchSIGTERM).
 	parentGone chan os.Signal
+	bwrapPID   atomic.Int64 // once bwrap is forked
+	keeperDone sync.Once    // endKeeper
 }
 
 // Main runs the helper's launch order and returns its exit status; on
@@ -88,7 +93,9 @@ func Main(pre PreludeOutcome) int {
 	// The prelude's outcome before anything else: no config, no spec, no
 	// supervisor-controlled byte is parsed after a failed prelude.
 	if pre.FailedStep != "" {
-		return preludeFailed(rep, pre)
+		status := preludeFailed(rep, pre)
+		(&launch{pre: pre}).endKeeper()
+		return status
 	}
 	for _, fd := range []int{spec.FDSpec, spec.FDReport, spec.FDStatus, spec.FDRelease} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
@@ -100,12 +107,43 @@ func Main(pre PreludeOutcome) int {
 	unix.CloseOnExec(spec.FDRelease)
 	warmUp() // before enter blocks on the spec
 	l := &launch{rep: rep, pre: pre, net: checkNetwork()}
-	for _, step := range []func() int{l.enter, l.network, l.seccomp, l.drop, l.exec} {
+	l.catchSIGTERM()
+	status := runSteps([]func() int{l.enter, l.network, l.seccomp, l.drop, l.exec})
+	l.endKeeper()
+	return status
+}
+
+// catchSIGTERM handles SIGTERM for the whole launch. Before bwrap exists
+// the helper ends its keeper (and reaps it: a keeper left to the
+// supervisor would stay its zombie) and dies by the signal, as it did by
+// default; once bwrap runs, it kills the sandbox (killSandbox) and the
+// relay exits as bwrap did.
+func (l *launch) catchSIGTERM() {
+	l.parentGone = make(chan os.Signal, 1)
+	signal.Notify(l.parentGone, syscall.SIGTERM)
+	go func() {
+		<-l.parentGone
+		if pid := l.bwrapPID.Load(); pid > 0 {
+			killSandbox(int(pid))
+			return
+		}
+		l.endKeeper()
+		dieBy(syscall.SIGTERM)
+	}()
+}
+
+// runSteps runs the launch's steps in order and returns the helper's
+// status: the first failing set-up step's, or else the last step's (exec:
+// bwrap's status as is, 0 included -- 0 there is the payload's success,
+// not "step passed").
+func runSteps(steps []func() int) int {
+	last := len(steps) - 1
+	for _, step := range steps[:last] {
 		if status := step(); status != 0 {
 			return status
 		}
 	}
-	return spec.ExitExec // unreachable: exec returns bwrap's status or fails
+	return steps[last]()
 }
 
 // preludeFacts are the prelude's facts, in every enter report.
@@ -497,10 +535,7 @@ func (l *launch) relay(pid int) int {
 		}
 		unix.Close(null)
 	}
-	go func() {
-		<-l.parentGone
-		killSandbox(pid)
-	}()
+	l.bwrapPID.Store(int64(pid))
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, 0, nil)
@@ -512,13 +547,46 @@ func (l *launch) relay(pid int) int {
 		}
 		break
 	}
+	l.endKeeper()
 	if ws.Signaled() {
-		// Die the same way, so the supervisor sees bwrap's signal.
-		signal.Reset(ws.Signal())
-		_ = unix.Kill(os.Getpid(), ws.Signal())
+		dieBy(ws.Signal())
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// endKeeper closes the keeper's life pipe -- the keeper kills whatever is
+// left in the sandbox's user namespace and exits -- and reaps it (it became
+// this process's child in the prelude), so that it is not left to the
+// supervisor as a zombie; once only (a second close could hit a reused fd
+// number). Bounded: a keeper still tearing its namespace down after a
+// second is left to the supervisor, a child subreaper.
+func (l *launch) endKeeper() { l.keeperDone.Do(func() { endKeeper(l.pre) }) }
+
+func endKeeper(pre PreludeOutcome) {
+	if pre.LifeFD > 2 {
+		unix.Close(pre.LifeFD)
+	}
+	if pre.KeeperPID <= 0 {
+		return
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if pid, err := unix.Wait4(pre.KeeperPID, nil, unix.WNOHANG, nil); pid != 0 || (err != nil && err != unix.EINTR) {
+			return
+		}
+	}
+}
+
+// dieBy ends this process by sig, so that its parent sees bwrap's signal.
+// The signal goes to this very thread (tgkill), not the process: a
+// process-directed signal may be taken by another thread while this one
+// returns and exits 128+sig first. The kernel delivers it before tgkill
+// returns to this thread, and the runtime's handler, with no Notify left
+// for it, dies by it.
+func dieBy(sig syscall.Signal) {
+	runtime.LockOSThread()
+	signal.Reset(sig)
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), sig)
 }
 
 // killSandbox stops bwrap (so it forks nothing more), kills its children --
@@ -551,9 +619,8 @@ func (l *launch) awaitRelease(xf *facts.Exec) int {
 		break
 	}
 	// The supervisor's death must reach this process as a signal it can
-	// act on (see relay): caught before the parent-death signal is armed.
-	l.parentGone = make(chan os.Signal, 1)
-	signal.Notify(l.parentGone, syscall.SIGTERM)
+	// act on (see relay): SIGTERM is caught since Main began
+	// (catchSIGTERM), before the parent-death signal is armed.
 	if err := becomeRelay(l.pre); err != nil {
 		return l.rep.fail(xf, spec.ExitDrop, err, "")
 	}

@@ -19,9 +19,14 @@ type PreludeOutcome struct {
 	OwnerUID, OwnerGID int
 	OwnerPath          string
 	HolderPID          int
+	KeeperPID          int // the keeper (LifeFD), this process's child
 	UsernsFD           int // -1 when the user namespace was not made
-	UIDMap             string
-	GIDMap             string
+	// LifeFD is the write end of the keeper's pipe, held (close-on-exec)
+	// until this process exits: the keeper then kills what is left in
+	// the user namespace. -1 when not made.
+	LifeFD int
+	UIDMap string
+	GIDMap string
 	// FailedStep is empty on success, else the launch step that failed
 	// ("enter", "network") with Reason, Message and Errno saying why.
 	FailedStep string
@@ -42,6 +47,7 @@ var preludeReasons = []string{
 	"", spec.ReasonRoot, spec.ReasonOwnerFile, spec.ReasonOwnerIDs, spec.ReasonSupervisorGone,
 	"prctl", "capabilities", "groups", "credentials", "netns", "loopback", spec.ReasonFork,
 	spec.ReasonUsernsRefused, spec.ReasonUsernsLimit, "userns", "maps", "userns_fd", "fds",
+	"rlimit", "keeper",
 }
 
 // String returns the reason's name, as reported in facts["reason"].

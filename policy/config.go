@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,6 +117,9 @@ type Config struct {
 	// Listen are TCP listen addresses ("tcp://HOST:PORT"), besides the
 	// Unix socket. Their callers authenticate with API keys.
 	Listen []string
+	// E2BListen is the HOST:PORT of the E2B-compatible listener (package
+	// e2b); "" is off. It has the keys and TLS of Listen.
+	E2BListen string
 	// APIKeysFile holds the API keys of TCP callers, one "name:key" (or
 	// "name:key:admin") per line; root- or service-owned, mode 0600.
 	APIKeysFile string
@@ -432,6 +436,7 @@ func settings() []setting {
 		{"allow-gid", "primary gid allowed to use the API (repeatable or comma list)", func(c *Config) flag.Value { return &idListValue{p: &c.AllowGIDs} }},
 		{"admin-uid", "uid allowed to read and change the live admin settings besides root and the supervisor's own uid (repeatable or comma list); it must also be allowed to use the API", func(c *Config) flag.Value { return &idListValue{p: &c.AdminUIDs} }},
 		{"listen", "TCP listen address tcp://HOST:PORT besides the Unix socket (repeatable or comma list); callers authenticate with a bearer API key", func(c *Config) flag.Value { return &listenValue{p: &c.Listen} }},
+		{"e2b-listen", "HOST:PORT of an E2B-compatible listener (docs/E2B.md), off when empty; same API keys, TLS and caller limits as --listen", func(c *Config) flag.Value { return (*stringValue)(&c.E2BListen) }},
 		{"api-keys-file", "file of API keys for TCP callers, one name:key[:admin,egress] per line (root- or service-owned, mode 0600; reloaded on SIGHUP); make a key with openssl rand -hex 24", func(c *Config) flag.Value { return (*stringValue)(&c.APIKeysFile) }},
 		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback (trusted local dev box only)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
 		{"tls-cert", "TLS certificate (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSCert) }},
@@ -741,14 +746,22 @@ func (c Config) validateListen(bad badFunc, absPath func(flagName, p string)) {
 			bad("listen", "%v", err)
 		}
 	}
+	tcp := c.Listen
+	if c.E2BListen != "" {
+		// The E2B listener is one more TCP listener: the same rules.
+		if _, err := ParseListen("tcp://" + c.E2BListen); err != nil {
+			bad("e2b-listen", "%v", err)
+		}
+		tcp = append(slices.Clip(tcp), "tcp://"+c.E2BListen)
+	}
 	if c.APIKeysFile != "" {
 		absPath("api-keys-file", c.APIKeysFile)
 	}
-	if len(c.Listen) > 0 && c.APIKeysFile == "" {
+	if len(tcp) > 0 && c.APIKeysFile == "" {
 		if !c.AllowNoAuth {
 			bad("listen", "refusing to listen on TCP without API keys: set --api-keys-file (one name:key per line, mode 0600; make a key with `openssl rand -hex 24`), or, on a trusted local dev box only, --allow-no-auth with loopback addresses")
 		}
-		for _, l := range c.Listen {
+		for _, l := range tcp {
 			if c.AllowNoAuth && !IsLoopbackListen(l) {
 				bad("allow-no-auth", "%s is not a loopback address: without API keys a TCP listener may bind only 127.0.0.0/8, [::1] or localhost; set --api-keys-file", l)
 			}
@@ -757,7 +770,7 @@ func (c Config) validateListen(bad badFunc, absPath func(flagName, p string)) {
 	for _, f := range []struct{ flag, v string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-client-ca", c.TLSClientCA}} {
 		if f.v != "" {
 			absPath(f.flag, f.v)
-			if len(c.Listen) == 0 {
+			if len(tcp) == 0 {
 				bad(f.flag, "is set but there is no --listen address for it")
 			}
 		}

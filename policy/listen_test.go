@@ -28,6 +28,12 @@ func TestListenValidation(t *testing.T) {
 		{"cert without key", []string{"--listen", "tcp://127.0.0.1:1", "--api-keys-file", "/k", "--tls-cert", "/c"}, "go together"},
 		{"client ca without tls", []string{"--listen", "tcp://127.0.0.1:1", "--api-keys-file", "/k", "--tls-client-ca", "/ca"}, "need TLS"},
 		{"tls without listen", []string{"--tls-cert", "/c", "--tls-key", "/k"}, "no --listen"},
+		{"e2b keys", []string{"--e2b-listen", "0.0.0.0:8081", "--api-keys-file", "/etc/sandboxd/keys"}, ""},
+		{"e2b no keys", []string{"--e2b-listen", "127.0.0.1:8081"}, "refusing to listen on TCP without API keys"},
+		{"e2b no auth loopback", []string{"--e2b-listen", "127.0.0.1:8081", "--allow-no-auth"}, ""},
+		{"e2b no auth any", []string{"--e2b-listen", "0.0.0.0:8081", "--allow-no-auth"}, "not a loopback address"},
+		{"e2b bad port", []string{"--e2b-listen", "127.0.0.1:99999", "--api-keys-file", "/k"}, "not in 0..65535"},
+		{"e2b tls", []string{"--e2b-listen", "127.0.0.1:1", "--api-keys-file", "/k", "--tls-cert", "/c", "--tls-key", "/k2"}, ""},
 		{"relative keys", []string{"--listen", "tcp://127.0.0.1:1", "--api-keys-file", "keys"}, "not an absolute path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

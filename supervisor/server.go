@@ -73,6 +73,10 @@ type Server struct {
 
 	shutdownGrace time.Duration
 	killGrace     time.Duration
+
+	// fronts are handlers that answer a TCP listener's requests instead
+	// of the API (Mount); they reach the API through Handler.
+	fronts map[net.Listener]http.Handler
 }
 
 // NewServer returns a server for cfg (which the caller has validated). sink
@@ -121,6 +125,32 @@ func (s *Server) SetAuth(a Auth) { s.auth.Store(&a) }
 // the mark of a TCP listener, whose requests are authenticated by API key;
 // a request with neither (the handler served some other way) gets 403.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// frontKey marks the context of a request accepted on a mounted listener.
+type frontKey struct{}
+
+// Mount makes h answer every request accepted on ln (a TCP listener, passed
+// to Serve with the others) instead of the API. The connections are the
+// supervisor's own -- the same connection and caller limits, timeouts and
+// shutdown as --listen -- and h reaches the API in-process through Handler,
+// with the request's context, so every API call it makes is authenticated
+// by API key exactly as a --listen request. A panic in h is answered 500
+// for that request only, as in the API (I9). Call it before Serve.
+func (s *Server) Mount(ln net.Listener, h http.Handler) {
+	if s.fronts == nil {
+		s.fronts = map[net.Listener]http.Handler{}
+	}
+	s.fronts[ln] = s.recoverPanics(h)
+}
+
+// serveFronts routes a mounted listener's requests to its handler.
+func (s *Server) serveFronts(w http.ResponseWriter, r *http.Request) {
+	if h, ok := r.Context().Value(frontKey{}).(http.Handler); ok {
+		h.ServeHTTP(w, r)
+		return
+	}
+	s.handler.ServeHTTP(w, r)
+}
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -322,9 +352,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, more ...net.Listene
 	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelBase(errShuttingDown)
 	srv := &http.Server{
-		Handler:     s.handler,
+		Handler:     http.HandlerFunc(s.serveFronts),
 		ConnContext: connContext,
-		BaseContext: func(net.Listener) context.Context { return base },
+		BaseContext: func(l net.Listener) context.Context {
+			if h, ok := s.fronts[l]; ok {
+				return context.WithValue(base, frontKey{}, h)
+			}
+			return base
+		},
 		// Bodies are read before any work starts, so a slow sender only
 		// holds its own connection; these bound how long.
 		ReadHeaderTimeout: 10 * time.Second,

@@ -1,8 +1,8 @@
 // Package workspace owns traversal-resistant file access to one workspace
 // directory whose contents a hostile payload controls and may change
 // concurrently: the session file API (Put, Open, Delete, List), the upload
-// quota (Usage), artifact collection (Collect), and workspace archives
-// (Archive, Restore). The directory itself belongs to the supervisor's uid;
+// quota (Usage), artifact collection (Collect), workspace archives
+// (Archive, Restore), and removing a workspace whole (Remove). The directory itself belongs to the supervisor's uid;
 // everything below it is payload-controlled, at any moment, including while
 // a call of this package is running.
 //

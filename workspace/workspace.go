@@ -125,35 +125,14 @@ func (w *Workspace) Put(path string, r io.Reader, maxBytes int64) (size int64, s
 		return 0, "", pathErr("put", path, err)
 	}
 	defer unix.Close(pfd)
-
-	var replaced int64
-	var st unix.Stat_t
-	switch err := lstatAt(pfd, base, &st); {
-	case err == nil:
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			if uint64(st.Nlink) == 1 {
-				replaced = st.Size
-			}
-		case unix.S_IFLNK:
-			return 0, "", fmt.Errorf("workspace: put %q: the target is a symlink: %w", path, ErrEscape)
-		default:
-			return 0, "", fmt.Errorf("workspace: put %q: the target is a %s: %w", path, kindOf(st.Mode), ErrNotRegular)
-		}
-	case errors.Is(err, unix.ENOENT):
-	default:
-		return 0, "", pathErr("put", path, err)
+	replaced, err := checkPutTarget(pfd, path, base)
+	if err != nil {
+		return 0, "", err
 	}
-
-	room := int64(math.MaxInt64)
-	if w.quota > 0 {
-		used, err := w.usage()
-		if err != nil {
-			return 0, "", err
-		}
-		room = w.quota - used + replaced
+	room, err := w.room(replaced)
+	if err != nil {
+		return 0, "", err
 	}
-
 	f, tmp, err := createTemp(pfd)
 	if err != nil {
 		return 0, "", pathErr("put", path, err)
@@ -165,7 +144,63 @@ func (w *Workspace) Put(path string, r io.Reader, maxBytes int64) (size int64, s
 			_ = unix.Unlinkat(pfd, tmp, 0)
 		}
 	}()
+	size, sum, err := w.copyUpload(f, r, path, maxBytes, room)
+	if err != nil {
+		return 0, "", err
+	}
+	if err := commitUpload(pfd, tmp, base, path); err != nil {
+		return 0, "", err
+	}
+	committed = true
+	_ = f.Close()
+	if err := unix.Fsync(pfd); err != nil {
+		return 0, "", pathErr("put", path, err)
+	}
+	return size, sum, nil
+}
 
+// checkPutTarget looks at what is at base in the directory pfd now and
+// returns the bytes an upload there frees from the quota: a regular file's
+// size (0 for a hard link: its inode stays), nothing is no file. A
+// symlink is ErrEscape, anything else ErrNotRegular.
+func checkPutTarget(pfd int, path, base string) (replaced int64, err error) {
+	var st unix.Stat_t
+	switch err := lstatAt(pfd, base, &st); {
+	case err == nil:
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if uint64(st.Nlink) == 1 {
+				replaced = st.Size
+			}
+		case unix.S_IFLNK:
+			return 0, fmt.Errorf("workspace: put %q: the target is a symlink: %w", path, ErrEscape)
+		default:
+			return 0, fmt.Errorf("workspace: put %q: the target is a %s: %w", path, kindOf(st.Mode), ErrNotRegular)
+		}
+	case errors.Is(err, unix.ENOENT):
+	default:
+		return 0, pathErr("put", path, err)
+	}
+	return replaced, nil
+}
+
+// room is how many bytes an upload replacing a file of replaced bytes may
+// write before the quota is reached (no quota: no bound).
+func (w *Workspace) room(replaced int64) (int64, error) {
+	if w.quota <= 0 {
+		return math.MaxInt64, nil
+	}
+	used, err := w.usage()
+	if err != nil {
+		return 0, err
+	}
+	return w.quota - used + replaced, nil
+}
+
+// copyUpload streams r into f, stopping at maxBytes (ErrTooLarge) and at
+// room (ErrQuota), and fsyncs f; it returns the size and hex sha256.
+func (w *Workspace) copyUpload(f *os.File, r io.Reader, path string, maxBytes, room int64) (int64, string, error) {
+	var size int64
 	h := sha256.New()
 	buf := make([]byte, 64<<10)
 	for {
@@ -196,20 +231,20 @@ func (w *Workspace) Put(path string, r io.Reader, maxBytes int64) (size int64, s
 	if err := f.Sync(); err != nil {
 		return 0, "", pathErr("put", path, err)
 	}
-	// The rename replaces the directory entry, whatever the payload put
-	// there meanwhile (a symlink included): it never writes through it.
+	return size, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// commitUpload renames the temporary file tmp over base in pfd. The rename
+// replaces the directory entry, whatever the payload put there meanwhile
+// (a symlink included): it never writes through it.
+func commitUpload(pfd int, tmp, base, path string) error {
 	if err := unix.Renameat(pfd, tmp, pfd, base); err != nil {
 		if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
-			return 0, "", fmt.Errorf("workspace: put %q: the target is a directory: %w", path, ErrNotRegular)
+			return fmt.Errorf("workspace: put %q: the target is a directory: %w", path, ErrNotRegular)
 		}
-		return 0, "", pathErr("put", path, err)
+		return pathErr("put", path, err)
 	}
-	committed = true
-	_ = f.Close()
-	if err := unix.Fsync(pfd); err != nil {
-		return 0, "", pathErr("put", path, err)
-	}
-	return size, hex.EncodeToString(h.Sum(nil)), nil
+	return nil
 }
 
 // createTemp creates a new temporary upload file in dirfd.

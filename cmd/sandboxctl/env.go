@@ -17,7 +17,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
-	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 	"github.com/sandboxd/sandboxd/policy"
@@ -124,7 +123,7 @@ func cmdEnvBuild(ctx context.Context, args []string, sio stdio, lookupEnv func(s
 		fmt.Fprintf(sio.err, "sandboxctl: env build: the build failed in the sandbox (exit %v, exec %s):\n%s\n", exitOf(res), res.ID, strings.TrimSpace(res.Stdout+"\n"+res.Stderr))
 		return exitNotReady
 	}
-	root, digest, err := installTree(name, res.Artifacts[0].ContentBase64, f.lib)
+	root, digest, err := envtree.Install(name, res.Artifacts[0].ContentBase64, f.lib)
 	if err != nil {
 		fmt.Fprintln(sio.err, "sandboxctl: env build:", err)
 		return exitNotReady
@@ -138,7 +137,7 @@ func cmdEnvBuild(ctx context.Context, args []string, sio stdio, lookupEnv func(s
 	for _, p := range pkgs {
 		e.Packages = append(e.Packages, config.Package{Name: p.Name, Version: p.Version})
 	}
-	if err := registerEnvironment(f.cfgPath, e); err != nil {
+	if err := envtree.Register(f.cfgPath, e); err != nil {
 		fmt.Fprintln(sio.err, "sandboxctl: env build:", err)
 		return exitNotReady
 	}
@@ -199,42 +198,6 @@ func envBuildRequest(name string, f envBuildFlags) (api.EnvironmentBuildRequest,
 		return req, nil, err
 	}
 	return req, plan.Packages, nil
-}
-
-// installTree unpacks the build's tar (base64) into a stage below lib,
-// hashes it, and moves it to lib/NAME-<first 16 hex of the digest>: the
-// same lock gives the same digest, so the same directory.
-func installTree(name, tarB64, lib string) (string, string, error) {
-	tarball, err := base64.StdEncoding.DecodeString(tarB64)
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.MkdirAll(lib, 0o755); err != nil {
-		return "", "", err
-	}
-	stage, err := os.MkdirTemp(lib, "."+name+"-build-")
-	if err != nil {
-		return "", "", err
-	}
-	defer os.RemoveAll(stage)
-	if err := os.Chmod(stage, 0o755); err != nil {
-		return "", "", err
-	}
-	if err := untar(tarball, stage); err != nil {
-		return "", "", err
-	}
-	m, err := envtree.Build(stage)
-	if err != nil {
-		return "", "", err
-	}
-	root := filepath.Join(lib, name+"-"+strings.TrimPrefix(m.Digest, "sha256:")[:16])
-	if _, err := os.Stat(root); err == nil {
-		return root, m.Digest, nil
-	}
-	if err := os.Rename(stage, root); err != nil {
-		return "", "", err
-	}
-	return root, m.Digest, nil
 }
 
 // cmdEnvShow lists the environments of the helper config (ls) or shows one.
@@ -300,7 +263,7 @@ func cmdEnvRm(args []string, sio stdio) int {
 		return usage(sio.err, "%s", envUsage)
 	}
 	name := pos[0]
-	gone, err := removeEnvironment(*cfgPath, name)
+	gone, err := envtree.Unregister(*cfgPath, name)
 	if err != nil {
 		fmt.Fprintln(sio.err, "sandboxctl: env rm:", err)
 		return exitNotReady
@@ -314,46 +277,6 @@ func cmdEnvRm(args []string, sio stdio) int {
 	}
 	fmt.Fprintf(sio.out, "removed environment %s (restart sandboxd so it is no longer listed)\n", name)
 	return exitOK
-}
-
-// removeEnvironment takes name out of the helper config and returns its
-// entry; a default is refused, and so is a name that is not there.
-func removeEnvironment(cfgPath, name string) (config.Environment, error) {
-	c, err := config.Load(cfgPath)
-	if err != nil {
-		return config.Environment{}, err
-	}
-	e, ok := c.Environment(name)
-	if !ok {
-		return config.Environment{}, fmt.Errorf("no environment %q in %s", name, cfgPath)
-	}
-	gone := *e
-	if gone.Default {
-		return gone, fmt.Errorf("%q is the default of %s: make another the default first (sandboxctl env build/register --default)", name, gone.Language)
-	}
-	var keep []config.Environment
-	shared := false
-	for _, x := range c.Environments {
-		if x.Name != name {
-			keep = append(keep, x)
-			shared = shared || (gone.Root != "" && x.Root == gone.Root)
-		}
-	}
-	c.Environments = keep
-	if err := c.Validate(); err != nil {
-		return gone, err
-	}
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return gone, err
-	}
-	if err := atomicfile.WriteFile(cfgPath, append(b, '\n'), 0o644); err != nil {
-		return gone, fmt.Errorf("write helper config: %w", err)
-	}
-	if shared {
-		gone.Root = "" // another environment still uses the tree
-	}
-	return gone, nil
 }
 
 func sha256Hex(b []byte) string {

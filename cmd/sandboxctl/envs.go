@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
-
-	"github.com/sandboxd/sandboxd/internal/atomicfile"
 
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
@@ -16,8 +13,9 @@ import (
 // cmdEnvRegister (admin env-register, as root) registers an environment in
 // the helper's root-owned config: it hashes the tree, writes the root-owned
 // manifest next to it (outside it), and adds or replaces the entry. The
-// tree must already be root-owned and not writable by anyone else: the
-// helper refuses it otherwise.
+// tree must already be root's alone -- every entry root-owned, not
+// writable by group or others, no setuid/setgid, no device: registration
+// refuses it otherwise, and so does the helper at every launch.
 func cmdEnvRegister(args []string, io stdio) int {
 	fs := flag.NewFlagSet("admin env-register", flag.ContinueOnError)
 	fs.SetOutput(io.err)
@@ -53,7 +51,7 @@ func cmdEnvRegister(args []string, io stdio) int {
 		}
 		e.Packages = append(e.Packages, config.Package{Name: n, Version: v})
 	}
-	if err := registerEnvironment(*cfgPath, e); err != nil {
+	if err := envtree.Register(*cfgPath, e); err != nil {
 		fmt.Fprintln(io.err, "sandboxctl:", err)
 		return exitNotReady // the host, not the arguments
 	}
@@ -70,48 +68,4 @@ func digestOf(cfgPath, name string) string {
 		return e.Digest
 	}
 	return "?"
-}
-
-// registerEnvironment hashes e's tree, writes its manifest and puts e into
-// the helper config at cfgPath (replacing an entry of the same name).
-func registerEnvironment(cfgPath string, e config.Environment) error {
-	c, err := config.Load(cfgPath)
-	if err != nil {
-		return err
-	}
-	if e.Root != "" {
-		if err := config.CheckRootOwned(e.Root); err != nil {
-			return fmt.Errorf("environment tree: %w", err)
-		}
-		m, err := envtree.Build(e.Root)
-		if err != nil {
-			return err
-		}
-		if err := envtree.WriteManifest(e.Manifest, m); err != nil {
-			return err
-		}
-		e.Digest = m.Digest
-	}
-	var out []config.Environment
-	for _, x := range c.Environments {
-		if x.Name == e.Name {
-			continue
-		}
-		if e.Default && x.Language == e.Language {
-			x.Default = false
-		}
-		out = append(out, x)
-	}
-	c.Environments = append(out, e)
-	if err := c.Validate(); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(cfgPath, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write helper config: %w", err)
-	}
-	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
+	"github.com/sandboxd/sandboxd/e2b"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/policy"
@@ -264,7 +265,7 @@ func (d *daemon) serve() int {
 // keys file and the certificate until ctx ends; a reload that fails keeps
 // what was loaded before.
 func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, log *slog.Logger) ([]net.Listener, error) {
-	if len(cfg.Listen) == 0 {
+	if len(cfg.Listen) == 0 && cfg.E2BListen == "" {
 		return nil, nil
 	}
 	loadKeys := func() error {
@@ -303,6 +304,9 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 	if err != nil {
 		return nil, err
 	}
+	if lns, err = listenE2B(cfg, srv, tlsConf, lns, log); err != nil {
+		return nil, err
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -327,6 +331,24 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 		}
 	}()
 	return lns, nil
+}
+
+// listenE2B opens --e2b-listen, with the TLS of --listen, and mounts the
+// E2B-compatible endpoint on it in front of the API (docs/E2B.md).
+func listenE2B(cfg policy.Config, srv *supervisor.Server, tlsConf *tls.Config, lns []net.Listener, log *slog.Logger) ([]net.Listener, error) {
+	if cfg.E2BListen == "" {
+		return lns, nil
+	}
+	e, err := supervisor.ListenTCP([]string{"tcp://" + cfg.E2BListen}, tlsConf)
+	if err != nil {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+		return nil, fmt.Errorf("e2b-listen: %w", err)
+	}
+	srv.Mount(e[0], e2b.New(srv.Handler(), log.With("component", "e2b")))
+	log.Info("E2B-compatible endpoint", "addr", e[0].Addr().String())
+	return append(lns, e[0]), nil
 }
 
 // checkUnprivileged enforces I1: no root, no capability. The supervisor

@@ -15,8 +15,24 @@
 // file system: root's powers, and root can rewrite the helper config too.
 // Full catches it anyway, at its next run.
 //
-// It must never follow a symlink out of the tree, and never trust a
-// manifest it did not check is root-owned (the caller checks).
+// Every entry must be root-owned, never writable by group or others, and
+// carry no setuid or setgid bit (and be no device: only files, directories
+// and symlinks), at registration (Build) and at every launch (Quick): an
+// entry another uid owns or may write could be changed between the launch
+// check and the moment an interpreter reads it -- hours later for a
+// session's kernel -- and run code in other callers' sandboxes.
+//
+// It also owns the root side of environments (install.go), run by
+// sandboxctl as root, never by the helper: unpacking a build's tar (bytes a
+// sandbox produced: untrusted), installing the tree at its content-
+// addressed place, and registering or removing it in the helper's
+// root-owned config.
+//
+// It must never follow a symlink out of the tree, never trust a manifest
+// it did not check is root-owned (the caller checks), never extract
+// anything from a tar but regular files and directories below the target
+// directory, created new with fixed modes, and never write a helper config
+// that does not validate.
 package envtree
 
 import (
@@ -87,10 +103,20 @@ var EmptyDigest = Digest(nil)
 
 // Build walks root and returns its manifest. Anything but regular files,
 // directories and symlinks (devices, sockets, fifos) is refused: an
-// environment is data and code, never a device.
-func Build(root string) (*Manifest, error) {
+// environment is data and code, never a device. So is an entry that is
+// not root's alone (checkOwner).
+func Build(root string) (*Manifest, error) { return build(root, true) }
+
+// build is Build, checking owners and modes or not (Full compares first,
+// so that a changed tree is reported as changed).
+func build(root string, owners bool) (*Manifest, error) {
 	var entries []Entry
 	err := walk(root, func(rel string, st *syscall.Stat_t, abs string) error {
+		if owners {
+			if err := checkOwner(rel, st); err != nil {
+				return err
+			}
+		}
 		e, err := entryOf(rel, abs, st, true)
 		if err != nil {
 			return err
@@ -166,6 +192,30 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// ErrNotRootOnly is the class of every "an entry is not root's alone"
+// error: owned by another uid, writable by group or others, setuid or
+// setgid.
+var ErrNotRootOnly = errors.New("environment tree entry is not root's alone")
+
+// checkOwner refuses an entry that root does not own, that group or others
+// may write, or that is setuid or setgid. A symlink's own mode bits mean
+// nothing (always 0777), its owner does.
+func checkOwner(rel string, st *syscall.Stat_t) error {
+	if st.Uid != 0 {
+		return fmt.Errorf("%w: %s is owned by uid %d (chown -R root: the tree)", ErrNotRootOnly, rel, st.Uid)
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return nil
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%w: %s is writable by group or others (mode %o; chmod -R go-w the tree)", ErrNotRootOnly, rel, st.Mode&0o7777)
+	}
+	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		return fmt.Errorf("%w: %s is setuid or setgid (mode %o)", ErrNotRootOnly, rel, st.Mode&0o7777)
+	}
+	return nil
+}
+
 // ErrModified is the class of every "the tree is not what was registered"
 // error, so a caller can tell it from an unreadable tree.
 var ErrModified = errors.New("environment tree modified after registration")
@@ -208,7 +258,9 @@ func Quick(root string, m *Manifest) error {
 		case got.Ino != w.Ino || got.MtimeNS != w.MtimeNS || got.CtimeNS != w.CtimeNS:
 			return modified("%s was changed (inode, mtime or ctime differ from the registration)", rel)
 		}
-		return nil
+		// As registered, but that is not enough: a manifest written before
+		// this check existed may record such an entry.
+		return checkOwner(rel, st)
 	})
 	if err != nil {
 		return err
@@ -225,12 +277,12 @@ func Full(root string, m *Manifest) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	now, err := Build(root)
+	now, err := build(root, false)
 	if err != nil {
 		return err
 	}
 	if now.Digest == m.Digest {
-		return nil
+		return walk(root, func(rel string, st *syscall.Stat_t, _ string) error { return checkOwner(rel, st) })
 	}
 	old := make(map[string]Entry, len(m.Entries))
 	for _, e := range m.Entries {

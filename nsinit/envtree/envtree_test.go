@@ -1,11 +1,16 @@
 package envtree
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 func tree(t *testing.T) string {
@@ -132,4 +137,55 @@ func BenchmarkQuick(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRefusesNonRootEntries: an inner entry owned by another uid, writable
+// by group or others, or setuid/setgid is refused by Build (registration)
+// and by Quick (every launch) -- Quick even against a manifest that
+// records the entry as it is (one registered before the check existed).
+func TestRefusesNonRootEntries(t *testing.T) {
+	testutil.RequireRoot(t, "chown tree entries to another uid")
+	for _, tc := range []struct {
+		name   string
+		tamper func(root string) error
+		entry  string
+	}{
+		{"file of another uid", func(r string) error { return os.Lchown(filepath.Join(r, "a.py"), 65534, 65534) }, "a.py"},
+		{"directory of another uid", func(r string) error { return os.Lchown(filepath.Join(r, "mpl"), 65534, 0) }, "mpl"},
+		{"symlink of another uid", func(r string) error { return os.Lchown(filepath.Join(r, "b.py"), 65534, 0) }, "b.py"},
+		{"directory mode 0777", func(r string) error { return os.Chmod(filepath.Join(r, "mpl"), 0o777) }, "mpl"},
+		{"group-writable file", func(r string) error { return os.Chmod(filepath.Join(r, "mpl", "matplotlibrc"), 0o664) }, "mpl/matplotlibrc"},
+		{"root group-writable", func(r string) error { return os.Chmod(r, 0o775) }, "."},
+		{"setuid file", func(r string) error { return syscall.Chmod(filepath.Join(r, "a.py"), 0o4755) }, "a.py"},
+		{"setgid directory", func(r string) error { return syscall.Chmod(filepath.Join(r, "mpl"), 0o2755) }, "mpl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := tree(t)
+			must(t, os.Chmod(root, 0o755))
+			must(t, tc.tamper(root))
+			if _, err := Build(root); !errors.Is(err, ErrNotRootOnly) || !strings.Contains(err.Error(), tc.entry+" ") {
+				t.Fatalf("Build: %v, want ErrNotRootOnly naming %s", err, tc.entry)
+			}
+			m := recordAsIs(t, root)
+			if err := Quick(root, m); !errors.Is(err, ErrNotRootOnly) || !strings.Contains(err.Error(), tc.entry+" ") {
+				t.Fatalf("Quick: %v, want ErrNotRootOnly naming %s", err, tc.entry)
+			}
+			if err := Full(root, m); !errors.Is(err, ErrNotRootOnly) {
+				t.Fatalf("Full: %v, want ErrNotRootOnly", err)
+			}
+		})
+	}
+}
+
+// recordAsIs is the manifest an unchecked registration would have written
+// for root as it is now.
+func recordAsIs(t *testing.T, root string) *Manifest {
+	t.Helper()
+	var entries []Entry
+	must(t, walk(root, func(rel string, st *syscall.Stat_t, abs string) error {
+		e, err := entryOf(rel, abs, st, true)
+		entries = append(entries, e)
+		return err
+	}))
+	return &Manifest{Version: ManifestVersion, Digest: Digest(entries), Entries: entries}
 }

@@ -14,6 +14,9 @@
 // as long as its sender likes). In order:
 //
 //   0. empty the effective set (a "+ep" install holds nothing effective);
+//      RLIMIT_CORE 0, hard limit included, before any credential change
+//      or PR_SET_DUMPABLE: nothing of the prelude -- the holder and the
+//      keeper included -- ever writes a core, whatever the caller set;
 //   1. arm PR_SET_PDEATHSIG; a hung-up release pipe (fd 6) means the
 //      supervisor is gone: stop;
 //   2. mark every fd above 6 close-on-exec (runc CVE-2024-21626);
@@ -22,12 +25,16 @@
 //      CAP_SETUID: setresuid(caller, owner, owner);
 //   5. CAP_SYS_ADMIN: unshare(CLONE_NEWNET);
 //   6. CAP_NET_ADMIN: SIOCSIFFLAGS to bring "lo" up;
-//   7. fork the holder (no capability): it unshares CLONE_NEWUSER as the
-//      owner (raising CAP_SYS_ADMIN only if the host refuses unprivileged
-//      user namespaces) and waits;
+//   7. fork the holder (no capability), every blockable signal blocked for
+//      good: it takes the owner's ids as its real ids too (no capability:
+//      each is an id it already has), so that the service uid may not
+//      signal it (a signal sent before, in that instant, stays pending); it unshares CLONE_NEWUSER
+//      as the owner (raising CAP_SYS_ADMIN only if the host refuses
+//      unprivileged user namespaces), forks the keeper (below) and waits;
 //   8. write its setgroups ("deny"), uid_map (CAP_SETUID) and gid_map
 //      (CAP_SETGID): inside 1000 -> the caller's uid/gid, so the payload's
-//      files stay the supervisor's; open its ns/user fd; release it;
+//      files stay the supervisor's; open its ns/user fd; release it, a
+//      child subreaper meanwhile so that the keeper becomes our child;
 //   9. setresuid(caller, caller, owner): the Go part keeps the caller's
 //      euid to open the workspace; it switches to the owner before exec;
 //  10. drop every capability (ambient, then capset to empty) and verify it
@@ -39,6 +46,30 @@
 // A failing step is recorded (failed_step, reason, message, errno) and the
 // remaining steps skipped, but the drop (10) always runs, and the Go side
 // checks the outcome before it parses anything.
+//
+// Why the keeper: a helper killed while bwrap sets up (SIGKILL: by the
+// supervisor, the OOM killer, an operator) used to leave bwrap's sandbox
+// child -- which arms its own parent-death signal only late -- orphaned
+// and blocked for good as the owner, a uid the service uid may not signal.
+// The keeper is a process of the sandbox's user namespace with every uid
+// the owner's (the service uid may not signal it) and only CAP_KILL and
+// CAP_SYS_PTRACE in that namespace. It waits for EOF on the "life" pipe,
+// whose only write end the helper holds (close-on-exec) until it exits,
+// however it exits; then it SIGKILLs every process of the namespace --
+// bwrap, its set-up child, the sandbox's pid 1 and so the whole sandbox --
+// and exits. (A pid namespace for bwrap to join would be simpler, but
+// bwrap's --pidns passes pids with SCM_CREDENTIALS, which fails while the
+// owner is not mapped in the namespace, and mapping it is not wanted.)
+//
+// The service uid may stop this process (SIGSTOP) at any point of the
+// prelude: its real uid is the caller's, as the supervisor must be able to
+// kill it. A stopped prelude holds permitted capabilities but uses none
+// (nothing runs), cannot be ptraced (its uids differ), and nothing
+// privileged waits on it: the holder and the keeper, which the service uid
+// may not signal, wait on pipes and exit when this process dies. How long
+// it may stay stopped is bounded by the supervisor's launch deadline,
+// which kills it; a supervisor that never does holds up only its own
+// launch, charged to its own RLIMIT_NPROC.
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -68,7 +99,7 @@
 #include "owner.h"
 #include "prelude.h"
 
-struct sbx_prelude sbx_prelude_result = {.userns_fd = -1, .owner_uid = -1, .owner_gid = -1};
+struct sbx_prelude sbx_prelude_result = {.userns_fd = -1, .life_fd = -1, .owner_uid = -1, .owner_gid = -1};
 const char sbx_owner_path[] = SBX_OWNER_PATH;
 
 #define SBX_NO_CAP (-1)
@@ -162,10 +193,20 @@ static void drop_all(void) {
 	}
 }
 
+// SBX_KEEP is how many fds above SBX_LAST_FD the prelude may hand on: the
+// user namespace and the life pipe (and a spare -1).
+#define SBX_KEEP 3
+
+static int kept(int fd, const int keep[SBX_KEEP]) {
+	for (int i = 0; i < SBX_KEEP; i++)
+		if (keep[i] == fd) return 1;
+	return 0;
+}
+
 // for_each_fd calls fn on every open fd above SBX_LAST_FD but keep,
 // listing /proc/self/fd; without /proc, every number below RLIMIT_NOFILE's
 // hard limit (never a fixed bound: an inherited fd can be any number below it).
-static int for_each_fd(int (*fn)(int), int keep) {
+static int for_each_fd(int (*fn)(int), const int keep[SBX_KEEP]) {
 	DIR *d = opendir("/proc/self/fd");
 	if (d != NULL) {
 		int self = dirfd(d), rc = 0;
@@ -173,7 +214,7 @@ static int for_each_fd(int (*fn)(int), int keep) {
 		while ((e = readdir(d)) != NULL) {
 			char *end;
 			long fd = strtol(e->d_name, &end, 10);
-			if (*end != 0 || fd <= SBX_LAST_FD || fd == self || fd == keep) continue;
+			if (*end != 0 || fd <= SBX_LAST_FD || fd == self || kept((int)fd, keep)) continue;
 			if (fn((int)fd) < 0 && errno != EBADF) rc = -1;
 		}
 		closedir(d);
@@ -182,7 +223,7 @@ static int for_each_fd(int (*fn)(int), int keep) {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
 	for (rlim_t fd = SBX_LAST_FD + 1; fd < rl.rlim_max && fd < (rlim_t)1 << 31; fd++)
-		if ((int)fd != keep) fn((int)fd);
+		if (!kept((int)fd, keep)) fn((int)fd);
 	return 0;
 }
 
@@ -190,21 +231,27 @@ static int set_cloexec(int fd) { return fcntl(fd, F_SETFD, FD_CLOEXEC); }
 static int close_one(int fd) { return close(fd); }
 
 static int cloexec_fds(void) {
+	static const int none[SBX_KEEP] = {-1, -1, -1};
 	if (syscall(SYS_close_range, SBX_LAST_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return 0;
-	return for_each_fd(set_cloexec, -1);
+	return for_each_fd(set_cloexec, none);
 }
 
-// close_fds closes every fd above SBX_LAST_FD except keep (the user
-// namespace fd, which bubblewrap inherits).
-static int close_fds(int keep) {
-	if (keep > SBX_LAST_FD) {
-		if (keep > SBX_LAST_FD + 1 && syscall(SYS_close_range, SBX_LAST_FD + 1, keep - 1, 0) < 0)
+// close_fds closes every fd above SBX_LAST_FD except those in keep (-1 for
+// none): the namespace fds bubblewrap inherits and the life pipe.
+static int close_fds(const int keep[SBX_KEEP]) {
+	int k[SBX_KEEP], n = 0;
+	for (int i = 0; i < SBX_KEEP; i++)
+		if (keep[i] > SBX_LAST_FD) k[n++] = keep[i];
+	for (int i = 1; i < n; i++) // sort the few kept fds
+		for (int j = i; j > 0 && k[j - 1] > k[j]; j--) { int t = k[j]; k[j] = k[j - 1]; k[j - 1] = t; }
+	unsigned from = SBX_LAST_FD + 1;
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)k[i] > from && syscall(SYS_close_range, from, (unsigned)k[i] - 1, 0) < 0)
 			return for_each_fd(close_one, keep);
-		if (syscall(SYS_close_range, keep + 1, ~0U, 0) < 0) return for_each_fd(close_one, keep);
-		return 0;
+		from = (unsigned)k[i] + 1;
 	}
-	if (syscall(SYS_close_range, SBX_LAST_FD + 1, ~0U, 0) == 0) return 0;
-	return for_each_fd(close_one, -1);
+	if (syscall(SYS_close_range, from, ~0U, 0) < 0) return for_each_fd(close_one, keep);
+	return 0;
 }
 
 // supervisor_gone arms the parent-death signal and checks the release pipe:
@@ -364,23 +411,115 @@ static void make_netns(void) {
 	if (rc < 0) fail("network", SBX_R_LOOPBACK, "bring loopback up (SIOCSIFFLAGS)", err);
 }
 
-// holder runs in the forked child: it makes the user namespace, owned by
-// its euid (the owner), reports the outcome and waits to be released. It
-// raises CAP_SYS_ADMIN only when the host refuses unprivileged user
-// namespaces, and unshare is no fork: RLIMIT_NPROC was applied by the fork.
-static void holder(int ready, int release) {
-	int e = 0;
-	if (unshare(CLONE_NEWUSER) < 0) {
-		e = errno;
-		if ((e == EPERM || e == EACCES) && raise_cap(CAP_SYS_ADMIN) == 0) {
-			e = unshare(CLONE_NEWUSER) < 0 ? errno : 0;
-			if (e != 0) lower_cap();
+// holder_ready is what the holder tells the prelude: 0, or the errno of
+// the step that failed (its credentials, the user namespace, or the
+// keeper's fork), and the keeper's pid.
+struct holder_ready {
+	int err;
+	int keeper_failed; // err is the keeper's fork's
+	int keeper;        // the keeper's pid
+};
+
+// kill_userns SIGKILLs, through a pidfd, every process whose user
+// namespace is the caller's own, until none is left (bounded). The pidfd is
+// opened before the namespace is looked at, so a pid reused in between is
+// never signalled.
+static void kill_userns(void) {
+	struct stat self;
+	if (stat("/proc/self/ns/user", &self) < 0) return;
+	pid_t me = getpid();
+	for (int round = 0; round < 200; round++) {
+		int found = 0;
+		DIR *d = opendir("/proc");
+		if (d == NULL) return;
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			char *end, path[64];
+			long pid = strtol(e->d_name, &end, 10);
+			if (*end != 0 || pid <= 1 || pid == me) continue;
+			int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+			if (pfd < 0) continue;
+			struct stat st;
+			snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
+			if (stat(path, &st) == 0 && st.st_ino == self.st_ino && st.st_dev == self.st_dev) {
+				syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+				found = 1;
+			}
+			close(pfd);
+		}
+		closedir(d);
+		if (!found) return;
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+// keeper runs in the holder's child, in the new user namespace: it keeps
+// CAP_KILL and CAP_SYS_PTRACE there (to signal the namespace's processes
+// and read their ns links) and nothing else, no fd but the life pipe's
+// read end, and at EOF kills the namespace's processes and exits.
+static void keeper(int life) {
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	data[0].permitted = data[0].effective = (1u << CAP_KILL) | (1u << CAP_SYS_PTRACE);
+	if (syscall(SYS_capset, &hdr, data) < 0) _exit(1);
+	// Every fd but life, stdio and the supervisor's pipes included: the
+	// supervisor reads the report pipe to EOF.
+	if ((life > 0 && syscall(SYS_close_range, 0, (unsigned)life - 1, 0) < 0) ||
+	    syscall(SYS_close_range, (unsigned)life + 1, ~0U, 0) < 0)
+		_exit(1);
+	for (;;) {
+		char c;
+		ssize_t n = read(life, &c, 1);
+		if (n == 0 || (n < 0 && errno != EINTR)) break;
+	}
+	kill_userns();
+	_exit(0);
+}
+
+// make_keeper forks the keeper.
+static int make_keeper(int life_r, int life_w, int *pid) {
+	pid_t k = fork();
+	if (k < 0) return errno;
+	if (k == 0) {
+		close(life_w);
+		keeper(life_r);
+	}
+	*pid = (int)k;
+	return 0;
+}
+
+// holder runs in the forked child: it takes the owner's ids as its real
+// ids too, makes the user namespace, owned by its euid (the owner), forks
+// the keeper in it, reports the outcome and waits to be
+// released. It raises CAP_SYS_ADMIN only when the host refuses
+// unprivileged user namespaces, and unshare is no fork: RLIMIT_NPROC was
+// applied by the fork.
+static void holder(int ready, int release, int life_r, int life_w) {
+	struct sbx_prelude *r = &sbx_prelude_result;
+	struct holder_ready h = {0, 0, 0};
+	// Every id the owner's, the real ones included: the kernel lets a
+	// sender signal a process whose real or saved uid is its own, and the
+	// caller's real uid was the holder's until here.
+	if (setresgid((gid_t)r->owner_gid, (gid_t)r->owner_gid, (gid_t)r->owner_gid) < 0 ||
+	    setresuid((uid_t)r->owner_uid, (uid_t)r->owner_uid, (uid_t)r->owner_uid) < 0)
+		h.err = errno ? errno : EPERM;
+	if (h.err == 0 && unshare(CLONE_NEWUSER) < 0) {
+		h.err = errno;
+		if ((h.err == EPERM || h.err == EACCES) && raise_cap(CAP_SYS_ADMIN) == 0) {
+			h.err = unshare(CLONE_NEWUSER) < 0 ? errno : 0;
+			if (h.err != 0) lower_cap();
 		}
 	}
+	if (h.err == 0 && (h.err = make_keeper(life_r, life_w, &h.keeper)) != 0) h.keeper_failed = 1;
+	close(life_r);
+	close(life_w);
 	// Dumpable, so that its /proc files belong to its euid (the owner) and
-	// the parent may open its maps without CAP_DAC_OVERRIDE.
-	if (e == 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) e = errno ? errno : EIO;
-	if (write(ready, &e, sizeof e) != sizeof e || e != 0) _exit(1);
+	// the parent may open its maps without CAP_DAC_OVERRIDE. RLIMIT_CORE
+	// is 0 since step 0: dumpable never means a core file.
+	if (h.err == 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) h.err = errno ? errno : EIO;
+	if (write(ready, &h, sizeof h) != sizeof h || h.err != 0) _exit(1);
 	char c;
 	while (read(release, &c, 1) < 0 && errno == EINTR) {}
 	_exit(0);
@@ -432,22 +571,38 @@ static void userns_failed(int e) {
 
 static void make_userns(void) {
 	struct sbx_prelude *r = &sbx_prelude_result;
-	int ready[2], release[2];
+	int ready[2], release[2], life[2];
 	if (pipe2(ready, O_CLOEXEC) < 0) { fail("enter", SBX_R_FORK, "pipe", errno); return; }
 	if (pipe2(release, O_CLOEXEC) < 0) {
 		fail("enter", SBX_R_FORK, "pipe", errno);
 		close(ready[0]); close(ready[1]);
 		return;
 	}
+	if (pipe2(life, O_CLOEXEC) < 0) {
+		fail("enter", SBX_R_FORK, "pipe", errno);
+		close(ready[0]); close(ready[1]); close(release[0]); close(release[1]);
+		return;
+	}
+	// The holder (and the keeper after it) runs with every blockable signal
+	// blocked, for good: until its first setresuid its real uid is still
+	// the caller's, and a signal the service uid sends in that window stays
+	// pending, never acted on (only SIGKILL and SIGSTOP cannot be blocked:
+	// they end or pin the caller's own launch, nothing more).
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
 	pid_t child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (child == 0) {
 		close(ready[0]);
 		close(release[1]);
-		holder(ready[1], release[0]);
+		holder(ready[1], release[0], life[0], life[1]);
 	}
 	int fork_err = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(ready[1]);
 	close(release[0]);
+	close(life[0]);
+	r->life_fd = life[1];
 	if (child < 0) {
 		fail("enter", SBX_R_FORK, "fork the user namespace holder", fork_err);
 		close(ready[0]); close(release[1]);
@@ -459,15 +614,22 @@ static void make_userns(void) {
 		return;
 	}
 	r->holder_pid = child;
-	int e = EIO;
+	struct holder_ready h = {EIO, 0, 0};
 	ssize_t got;
-	while ((got = read(ready[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+	while ((got = read(ready[0], &h, sizeof h)) < 0 && errno == EINTR) {}
 	close(ready[0]);
-	if (got != sizeof e) fail("enter", SBX_R_USERNS, "user namespace holder died before it was ready", EIO);
-	else if (e != 0) userns_failed(e);
+	if (got != sizeof h) fail("enter", SBX_R_USERNS, "user namespace holder died before it was ready", EIO);
+	else if (h.err != 0 && h.keeper_failed) fail("enter", SBX_R_KEEPER, "fork the keeper in the holder", h.err);
+	else if (h.err != 0) userns_failed(h.err);
 	else map_holder(child);
+	r->keeper_pid = h.keeper;
+	// A child subreaper while the holder exits, so that the keeper becomes
+	// this process's child: the helper reaps it when it is done (a keeper
+	// left to the supervisor, a subreaper too, would stay a zombie).
+	int sub = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	close(release[1]);
 	while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+	if (sub == 0) prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
 }
 
 static void sbx_prelude_steps(void);
@@ -487,6 +649,8 @@ static void sbx_prelude_steps(void) {
 	// Nothing effective until a step raises it, even if the file
 	// capabilities were installed "+ep" rather than "+p".
 	if (set_effective(SBX_NO_CAP) < 0) fatal("empty the effective capability set", errno);
+	struct rlimit no_core = {0, 0};
+	if (setrlimit(RLIMIT_CORE, &no_core) < 0) fail("enter", SBX_R_RLIMIT, "setrlimit(RLIMIT_CORE, 0)", errno);
 
 	if (!supervisor_gone() && cloexec_fds() < 0)
 		fail("enter", SBX_R_FDS, "mark inherited fds close-on-exec", errno);
@@ -498,6 +662,7 @@ static void sbx_prelude_steps(void) {
 		fail("enter", SBX_R_CREDS, "setresuid back to the caller's euid", errno);
 
 	drop_all();
-	if (close_fds(r->userns_fd) < 0) fail("enter", SBX_R_FDS, "close inherited fds", errno);
+	const int keep[SBX_KEEP] = {r->userns_fd, r->life_fd, -1};
+	if (close_fds(keep) < 0) fail("enter", SBX_R_FDS, "close inherited fds", errno);
 	supervisor_gone();
 }

@@ -42,6 +42,8 @@ enum sbx_reason {
 	SBX_R_MAPS = 15,            // writing setgroups/uid_map/gid_map failed
 	SBX_R_NSFD = 16,            // opening the namespace fd failed
 	SBX_R_FDS = 17,             // marking or closing inherited fds failed
+	SBX_R_RLIMIT = 18,          // setting RLIMIT_CORE to 0 failed
+	SBX_R_KEEPER = 19,          // forking the keeper failed
 };
 
 struct sbx_prelude {
@@ -49,7 +51,9 @@ struct sbx_prelude {
 	int euid, egid;             // as started (file caps never change them)
 	int owner_uid, owner_gid;   // the namespace owner, from SBX_OWNER_PATH
 	int holder_pid;
+	int keeper_pid;             // kills the user namespace's processes when the helper is gone
 	int userns_fd;
+	int life_fd;                // the keeper's pipe: held, close-on-exec, until the helper exits
 	int err;
 	int reason;                 // enum sbx_reason
 	long long started_ns, finished_ns; // CLOCK_MONOTONIC around the prelude
