@@ -195,3 +195,19 @@ threading.Thread(target=run, daemon=True).start()`))
 		t.Fatalf("the broken session's next exec: %+v", r)
 	}
 }
+
+// TestSessionShellEnvPerExec: a shell exec in a session gets its env for
+// that exec only, as a kernel exec does.
+func TestSessionShellEnvPerExec(t *testing.T) {
+	in := setup(t)
+	s := in.startSupervisor(t, supervisorOpts{})
+	sess := s.kernelSession(t)
+	req := lang("shell", "echo ${FOO:--}")
+	req["env"] = map[string]string{"FOO": "bar"}
+	if r := s.kexec(t, sess.ID, req); !exitIs(r, 0) || r.Stdout != "bar\n" {
+		t.Fatalf("shell with env: %+v", r)
+	}
+	if r := s.kexec(t, sess.ID, lang("shell", "echo ${FOO:--}")); !exitIs(r, 0) || r.Stdout != "-\n" {
+		t.Fatalf("shell after the exec with env: %+v", r)
+	}
+}

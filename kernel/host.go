@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -111,7 +112,7 @@ func (h *Host) start(ctx context.Context, req launch.Request) (*Kernel, error) {
 	}
 	k.id, k.sb, k.enc = sb.ID(), sb, protocol.NewEncoder(sb.Stdin())
 	k.setKill(func() { go sb.Stop() })
-	if err := k.brokenErr(); err != nil && err != io.EOF {
+	if err := k.brokenErr(); err != nil && !errors.Is(err, io.EOF) {
 		go sb.Stop() // it broke the protocol before its kill was set
 	}
 	timer := time.NewTimer(readyTimeout)

@@ -87,7 +87,7 @@ func (k *Kernel) read(r io.Reader) {
 	// A kernel that broke the protocol is killed at once, not when its
 	// session next uses it: until then it would keep its CPU, memory and
 	// egress proxy (which ends with its sandbox).
-	if err != io.EOF && kill != nil {
+	if !errors.Is(err, io.EOF) && kill != nil {
 		kill()
 	}
 }
