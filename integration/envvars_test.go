@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -60,4 +61,16 @@ func sorted(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// attestsTree reports whether an exec's attested environment is the one
+// GET /v1/environments lists under its name (its environment digest) and
+// that environment's tree is treeDigest, as registration printed it.
+func attestsTree(t *testing.T, s *supervisor, ref *api.EnvironmentRef, treeDigest string) bool {
+	t.Helper()
+	if ref == nil {
+		return false
+	}
+	e, ok := environments(t, s)[ref.Name]
+	return ok && e.Digest == ref.Digest && e.TreeDigest == treeDigest
 }
