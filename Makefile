@@ -14,7 +14,7 @@ PKG     := github.com/sandboxd/sandboxd
 LDFLAGS := -X $(PKG)/nsinit.Version=$(VERSION) -X main.version=$(VERSION)
 NSINIT_LDFLAGS := $(LDFLAGS) -X $(PKG)/nsinit/config.DefaultPath=$(NSINIT_CONFIG)
 
-.PHONY: all build run install test unit integration race lint bench load deps deps-dev node-deps clean vet check-deploy k8s-schemas fuzz clients
+.PHONY: all build run install test unit integration race lint bench load load-reduced deps deps-dev node-deps clean vet check-deploy k8s-schemas fuzz clients deps-vm vm-image vm-test vm-test-all
 
 all: build
 
@@ -93,13 +93,13 @@ run:
 # the real helper with real file capabilities; they need root to set that up
 # and fail (never skip) under CI=true. `deps-dev` installs only what is missing.
 test: deps-dev tools build node-deps clients vet lint race check-deploy
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 40m ./...
 
 unit: tools
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
 integration: tools build node-deps clients
-	$(GO) test -count=1 -v -timeout 20m ./integration/...
+	$(GO) test -count=1 -v -timeout 40m ./integration/...
 
 # golangci-lint (.golangci.yml), at the version scripts/deps.sh pins and
 # installs into the Go bin directory when missing.
@@ -128,20 +128,55 @@ vet:
 # column, SANDBOXD_BENCH_LANGS=python to narrow it), then what the audit
 # trail costs per exec (fdatasync at each record, at the barriers, none;
 # SANDBOXD_BENCH_AUDIT_DIR picks the file system, e.g. the state
-# directory's) and what each cgroup v1 operation of a launch costs.
+# directory's) and what each cgroup v1 operation of a launch costs. It
+# also prints a session's creation to its first output, an idle kernel's
+# and an idle warm sandbox's memory, execs/s per core, and the CPU of an
+# exec split by process; it writes a perf CPU profile of the supervisor at
+# concurrency 2 into $(BENCH_OUT) (supervisor-c2-*.perf.data, with a text
+# report beside each) and ends with one BENCH_JSON line of every figure
+# (docs/PERFORMANCE.md says how to read it).
+BENCH_OUT ?= $(CURDIR)/bin/bench
 bench: deps-dev tools build
-	$(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
+	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
 	$(GO) test -tags bench -count=1 -run '^TestArchiveS3Figures$$' -v -timeout 10m ./integration/
-	$(GO) test -tags bench -count=1 -run '^TestAuditCost$$' -v ./audit/
-	$(GO) test -tags bench -count=1 -run '^TestCgroupCost$$' -v ./cgroup/
+	SANDBOXD_BENCH_OUT=$(BENCH_OUT) $(GO) test -tags bench -count=1 -run '^TestAuditCost$$' -v ./audit/
+	SANDBOXD_BENCH_OUT=$(BENCH_OUT) $(GO) test -tags bench -count=1 -run '^TestCgroupCost$$' -v ./cgroup/
+	SANDBOXD_BENCH_OUT=$(BENCH_OUT) $(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./integration/
 
-# 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes),
-# then every leakable resource compared with its baseline.
+# 10,000 one-shot execs at concurrency 4 (or as many as fit in 15 minutes;
+# SANDBOXD_LOAD_N and SANDBOXD_LOAD_MAX change both), then every leakable
+# resource compared with its baseline, the warm pool and the pre-started
+# helpers counted apart once they have settled. Prints the rate, latency
+# percentiles and a LOAD_JSON line.
 load: deps-dev build
 	$(GO) test -tags load -count=1 -run '^TestLoad$$' -v -timeout 40m ./integration/
 
+# The same check at 1,000 execs, for a host matrix's shorter slot.
+load-reduced: deps-dev build
+	SANDBOXD_LOAD_N=1000 $(GO) test -tags load -count=1 -run '^TestLoad$$' -v -timeout 20m ./integration/
+
 clean:
 	rm -rf bin clients/typescript/dist
+
+# The host matrix (vm/README.md): Debian 12 virtual machines under qemu's
+# TCG, built once and cached (SANDBOXD_VM_CACHE, default
+# /var/cache/sandboxd-vm), each row installing this checkout's bin/ and
+# running the host-conformance suite inside. Rows a-c: the shipped systemd
+# unit on cgroup v2; the same with unprivileged user namespaces off; make
+# run from a root shell. vm-test-all adds row d (the Compose recipe).
+# Row e, this host, is `make test`.
+VM_ROWS ?= a b c
+deps-vm:
+	vm/deps.sh
+
+vm-image: deps-vm
+	vm/image.sh base
+
+vm-test: deps-vm build
+	@set -e; for r in $(VM_ROWS); do GO=$(GO) vm/run.sh $$r; done
+
+vm-test-all: deps-vm build
+	@set -e; for r in a b c d; do GO=$(GO) vm/run.sh $$r; done
 
 FORCE:
 

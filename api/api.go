@@ -200,6 +200,15 @@ const (
 	// UsageSourceMixed: cpu_ms from the cgroup, max_rss_kb from rusage (a
 	// cgroup v2 kernel before 5.19 keeps no memory.peak).
 	UsageSourceMixed = "mixed"
+	// UsageSourceLifetimePeak: a session kernel's exec on a kernel that
+	// cannot reset a cgroup's memory peak (v2 before Linux 6.12): cpu_ms
+	// is the exec's, from the kernel's cgroup, max_rss_kb the kernel
+	// cgroup's peak since the kernel started.
+	UsageSourceLifetimePeak = "cgroup_lifetime_peak"
+	// UsageSourceNone: nothing measured the exec (a session kernel's exec
+	// without cgroups: the kernel process is not waited for per exec);
+	// both figures are 0.
+	UsageSourceNone = "none"
 )
 
 // Artifact is one collected output file; size, sha256 and content are of
@@ -263,6 +272,23 @@ type Health struct {
 	// is as registered; they do not gate readiness (a broken one refuses
 	// only its own execs).
 	Environments []EnvironmentHealth `json:"environments,omitempty"`
+	// Keys is the API keys file of the TCP listeners; absent without one.
+	// It does not gate readiness.
+	Keys *KeysHealth `json:"keys,omitempty"`
+}
+
+// KeysHealth is the keys section of GET /v1/health.
+type KeysHealth struct {
+	// LoadedAt is when the keys in force were loaded (at start or by the
+	// last reload that succeeded).
+	LoadedAt time.Time `json:"loaded_at"`
+	// Keys is how many keys are in force.
+	Keys int `json:"keys"`
+	// LastReloadError is why the last reload (SIGHUP) failed, when one
+	// failed after LoadedAt: the keys loaded before stay in force,
+	// including any the file meant to revoke.
+	LastReloadError   string     `json:"last_reload_error,omitempty"`
+	LastReloadErrorAt *time.Time `json:"last_reload_error_at,omitempty"`
 }
 
 // EnvironmentHealth is one environment in GET /v1/health.

@@ -67,6 +67,7 @@ var schemaTypes = map[string]reflect.Type{
 	"EnvironmentList":         reflect.TypeFor[EnvironmentList](),
 	"EnvironmentBuildRequest": reflect.TypeFor[EnvironmentBuildRequest](),
 	"EnvironmentHealth":       reflect.TypeFor[EnvironmentHealth](),
+	"KeysHealth":              reflect.TypeFor[KeysHealth](),
 	"ErrorCode":               reflect.TypeFor[ErrorCode](),
 	"Error":                   reflect.TypeFor[ErrorBody](),
 	"Settings":                reflect.TypeFor[Settings](),

@@ -16,6 +16,9 @@ type Setting struct {
 	Value  any    `json:"value"`
 	Cap    any    `json:"cap"`
 	Source string `json:"source"`
+	// SetBy is who set an admin override (key:NAME or uid:N); absent for
+	// a value that is not an override, or one persisted without a setter.
+	SetBy string `json:"set_by,omitempty"`
 }
 
 // Settings is the answer of GET and PATCH /v1/admin/settings. A PATCH body

@@ -69,6 +69,17 @@ func (s *Set) Names() []string {
 	return out
 }
 
+// Lookup returns the key named name, if the file has one (to judge, after
+// a reload, whether a key that acted before is still in force and admin).
+func (s *Set) Lookup(name string) (Key, bool) {
+	for _, k := range s.keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
 // Len is the number of keys.
 func (s *Set) Len() int { return len(s.keys) }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -92,6 +93,7 @@ func TestAuditCost(t *testing.T) {
 		{"no fsync", Options{}},
 	}
 	p50 := map[string]time.Duration{}
+	figs := map[string]any{"records_per_exec": recs, "bytes_per_exec": bytesPerExec, "fs": fsName}
 	fmt.Printf("\naudit trail cost per exec: %d records, %d bytes, in %s (%s)\n", recs, bytesPerExec, dir, fsName)
 	for i, m := range modes {
 		path := filepath.Join(dir, fmt.Sprintf("audit-%d.log", i))
@@ -127,6 +129,8 @@ func TestAuditCost(t *testing.T) {
 		p50[m.name] = q(0.5)
 		fmt.Printf("  one exec at a time, %-18s p50 %7.3f ms  p95 %7.3f ms  mean %7.3f ms  (%.1f fdatasync per exec)\n", m.name,
 			ms(q(0.5)), ms(q(0.95)), ms(total/n), float64(syncs)/float64(n+warm))
+		figs[m.name] = map[string]float64{"p50_ms": ms(q(0.5)), "p95_ms": ms(q(0.95)), "mean_ms": ms(total / n),
+			"fdatasync_per_exec": float64(syncs) / float64(n+warm)}
 	}
 	fmt.Printf("  => fdatasync costs %.3f ms per exec at each record, %.3f ms at the barriers (p50)\n",
 		ms(p50["fsync each record"]-p50["no fsync"]), ms(p50["fsync at barriers"]-p50["no fsync"]))
@@ -169,6 +173,8 @@ func TestAuditCost(t *testing.T) {
 	w.Close()
 	fmt.Printf("  %d execs at once, fsync at barriers: mean %.3f ms of log time per exec; %d fdatasync for %d records (group commit)\n",
 		conc, ms(el/time.Duration(n/conc*conc)), syncs, n/conc*conc*recs)
+	figs["4 at once, fsync at barriers"] = map[string]float64{"mean_ms": ms(el / time.Duration(n/conc*conc)), "fdatasyncs": float64(syncs)}
+	testutil.WriteBenchPart(t, "audit_cost", figs)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -28,6 +28,17 @@ const (
 	reasonMissing = "missing" // the log was missing or empty at start-up although its head file was not
 )
 
+// StartFacts are the supervisor's settings its start record names: where
+// it listens and keeps its state, which helper and helper config it runs,
+// and whether env values are audited (--audit-env-values).
+type StartFacts struct {
+	Socket         string
+	StateDir       string
+	Helper         string
+	HelperConfig   string
+	AuditEnvValues bool
+}
+
 // Options configure a FileWriter.
 type Options struct {
 	// Fsync makes records durable (fdatasync) at the barriers that matter,
@@ -54,7 +65,7 @@ type Options struct {
 	// Version is the supervisor's version, recorded in headers and start records.
 	Version string
 	// StartFacts are added to the start record (the supervisor's settings).
-	StartFacts map[string]any
+	StartFacts *StartFacts
 	// Log receives what the writer found when opening the log; nil discards.
 	Log *slog.Logger
 }
@@ -391,8 +402,9 @@ func (w *FileWriter) begin() error {
 	if w.opened.PreviousShutdown != "" {
 		facts["previous_shutdown"] = w.opened.PreviousShutdown
 	}
-	for k, v := range w.o.StartFacts {
-		facts[k] = v
+	if s := w.o.StartFacts; s != nil {
+		facts["socket"], facts["state_dir"], facts["helper"] = s.Socket, s.StateDir, s.Helper
+		facts["helper_config"], facts["audit_env_values"] = s.HelperConfig, s.AuditEnvValues
 	}
 	start := w.selfRecord(StepStart, facts)
 	if _, err := w.appendLocked(start, true, false); err != nil {

@@ -54,10 +54,14 @@ func TestCgroupCost(t *testing.T) {
 		e.KillAll()
 		timed("Remove (rmdir x3)", e.Remove)
 	}
+	figs := map[string]any{}
 	fmt.Printf("\ncgroup v1 operations, p50/p95 (ms):\n")
 	for _, name := range []string{"Create (mkdir x3)", "Add (move a process, x3)", "Add (move a process, x3), 30 ms apart", "Rename (x3)", "SetLimits (4 writes)", "Remove (rmdir x3)"} {
 		d := cost[name]
 		sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
-		fmt.Printf("  %-40s %7.3f %7.3f\n", name, float64(d[len(d)/2].Microseconds())/1000, float64(d[len(d)*95/100].Microseconds())/1000)
+		p50, p95 := float64(d[len(d)/2].Microseconds())/1000, float64(d[len(d)*95/100].Microseconds())/1000
+		fmt.Printf("  %-40s %7.3f %7.3f\n", name, p50, p95)
+		figs[name] = map[string]float64{"p50_ms": p50, "p95_ms": p95}
 	}
+	testutil.WriteBenchPart(t, "cgroup_cost", figs)
 }

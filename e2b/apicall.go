@@ -32,6 +32,11 @@ func (s *Server) call(r *http.Request, key, method, path string, body io.Reader,
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	if method == http.MethodPost && req.Header.Get("Content-Type") == "" {
+		// The API refuses a POST on a TCP connection that is not declared
+		// JSON, even an empty one (a web page could send it unannounced).
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.RemoteAddr, req.TLS, req.Host = r.RemoteAddr, r.TLS, r.Host
 	if body == nil {
 		req.Body = http.NoBody

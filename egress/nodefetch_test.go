@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/internal/testca"
+	"github.com/sandboxd/sandboxd/internal/testutil"
 )
 
 // nodeOrFail returns node's path; without node the test skips, except
@@ -20,10 +20,7 @@ func nodeOrFail(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node is needed: %v", err)
-		}
-		t.Skip("node is not installed")
+		testutil.SkipOrFail(t, "node is not installed: "+err.Error())
 	}
 	return p
 }

@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/archive/archivetest"
 	"github.com/sandboxd/sandboxd/client"
 )
@@ -134,6 +139,28 @@ func TestArchiveSettingsSwitchS3(t *testing.T) {
 	}
 }
 
+// itAdminKey is the API key of the integration tests' admin key ("ops").
+const itAdminKey = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
+
+// startKeyed starts a supervisor on an empty state with a TCP listener and
+// the keys file text keys; it returns the supervisor, the keys file's path
+// and a maker of clients for a key.
+func startKeyed(t *testing.T, in *installation, keys string) (*supervisor, string, func(key string) *client.Client) {
+	t.Helper()
+	emptyState(t, in)
+	path := writeOwned(t, in, "keys", []byte(keys), 0o600)
+	addr := "127.0.0.1:" + freePort(t)
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--listen", "tcp://" + addr, "--api-keys-file", path}})
+	waitTCP(t, s, addr)
+	return s, path, func(key string) *client.Client {
+		c, err := client.NewRemote(client.Remote{URL: "http://" + addr, APIKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
 // TestArchiveKeyCallersTCP: with real privilege separation, over TCP, an
 // API key's keyed session is archived when it ends and restored for the
 // same key only (another key naming the same session key gets an empty
@@ -141,22 +168,9 @@ func TestArchiveSettingsSwitchS3(t *testing.T) {
 // a plain key is 403.
 func TestArchiveKeyCallersTCP(t *testing.T) {
 	in := setup(t)
-	emptyState(t, in)
-	const adminKey = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
-	keys := writeOwned(t, in, "keys", []byte("alice:"+itKeyAlice+"\nbob:"+itKeyBob+"\nops:"+adminKey+":admin\n"), 0o600)
-	addr := "127.0.0.1:" + freePort(t)
-	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--listen", "tcp://" + addr, "--api-keys-file", keys}})
-	waitTCP(t, s, addr)
-	url := "http://" + addr
+	s, _, remote := startKeyed(t, in, "alice:"+itKeyAlice+"\nbob:"+itKeyBob+"\nops:"+itAdminKey+":admin\n")
 	ctx := context.Background()
-	remote := func(key string) *client.Client {
-		c, err := client.NewRemote(client.Remote{URL: url, APIKey: key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	alice, bob, ops := remote(itKeyAlice), remote(itKeyBob), remote(adminKey)
+	alice, bob, ops := remote(itKeyAlice), remote(itKeyBob), remote(itAdminKey)
 
 	key := "conv-" + randID()
 	a, _, err := alice.CreateSession(ctx, nil, key)
@@ -208,5 +222,76 @@ func TestArchiveKeyCallersTCP(t *testing.T) {
 		if x.Key == "max_sessions" && x.Value != float64(5) {
 			t.Fatalf("max_sessions %v after the admin key's patch", x.Value)
 		}
+	}
+}
+
+// TestSettingsOfRevokedAdminKey: an admin API key sets an archive setting
+// (archive_backend none: workspaces are no longer archived) and a limit
+// (max_sessions) over TCP; GET shows both as set by key:ops. The operator
+// rewrites the keys file without that key and sends SIGHUP: the audit log
+// gains one settings.setter_revoked record per setting, the archive
+// setting is back to the operator's value (reset: true) and the limit, a
+// tightening, stays (reset: false).
+func TestSettingsOfRevokedAdminKey(t *testing.T) {
+	in := setup(t)
+	s, keys, remote := startKeyed(t, in, "alice:"+itKeyAlice+"\nops:"+itAdminKey+":admin\nops2:"+itKeyBob+":admin\n")
+	ctx := context.Background()
+	ops, ops2 := remote(itAdminKey), remote(itKeyBob)
+	if _, err := ops.PatchSettings(ctx, map[string]any{"archive_backend": "none", "max_sessions": 5}); err != nil {
+		t.Fatalf("admin key patch: %v", err)
+	}
+	row := func(c *client.Client, key string) api.Setting {
+		t.Helper()
+		got, err := c.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range got.Settings {
+			if x.Key == key {
+				return x
+			}
+		}
+		t.Fatalf("no setting %s in %+v", key, got.Settings)
+		return api.Setting{}
+	}
+	for _, k := range []string{"archive_backend", "max_sessions"} {
+		if r := row(ops, k); r.Source != "admin" || r.SetBy != "key:ops" {
+			t.Fatalf("%s after the admin key's patch: %+v, want source admin, set_by key:ops", k, r)
+		}
+	}
+
+	if err := os.WriteFile(keys, []byte("alice:"+itKeyAlice+"\nops2:"+itKeyBob+":admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	revoked := map[string]map[string]any{}
+	for deadline := time.Now().Add(15 * time.Second); len(revoked) < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("settings.setter_revoked records after the key was revoked: %v\n%s", revoked, s.logs)
+		}
+		for _, r := range s.auditRecords() {
+			if r["step"] == "settings.setter_revoked" {
+				f, _ := r["facts"].(map[string]any)
+				revoked[fmt.Sprint(f["setting"])] = f
+			}
+		}
+	}
+	want := map[string]map[string]any{
+		"archive_backend": {"setting": "archive_backend", "value": "none", "set_by": "key:ops", "reset": true, "trigger": "SIGHUP"},
+		"max_sessions":    {"setting": "max_sessions", "value": "5", "set_by": "key:ops", "trigger": "SIGHUP"},
+	}
+	if !reflect.DeepEqual(revoked, want) {
+		t.Fatalf("settings.setter_revoked facts:\n got %v\nwant %v", revoked, want)
+	}
+	if _, err := ops.Settings(ctx); err == nil {
+		t.Fatal("the revoked key still reads the settings")
+	}
+	if r := row(ops2, "archive_backend"); r.Value != "local" || r.Source == "admin" || r.SetBy != "" {
+		t.Fatalf("archive_backend after the revocation: %+v, want the operator's local", r)
+	}
+	if r := row(ops2, "max_sessions"); r.Value != float64(5) || r.SetBy != "key:ops" {
+		t.Fatalf("max_sessions after the revocation: %+v, want the tightening kept", r)
 	}
 }

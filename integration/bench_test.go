@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,6 +67,11 @@ func TestBench(t *testing.T) {
 	nopool := b.newPhase("nopool", append([]string{"--helper-pool", "0"}, off...), func(p *phase) {
 		p.col("api one-shot cold, --helper-pool 0", p.api)
 	})
+	defaults := cold // the phase with the default pools measures a session's first output
+	if warm != nil {
+		defaults = warm
+	}
+	defaults.firstOut = true
 	// The phases take turns, round after round, so that the load of this
 	// machine at any moment hits each of them alike.
 	for r := 0; r < b.rounds; r++ {
@@ -76,27 +81,71 @@ func TestBench(t *testing.T) {
 			}
 		}
 	}
+	figs := map[string]any{"n": b.n, "rounds": b.rounds, "cores": runtime.NumCPU(), "warm_pool_flag": b.warmFlag}
+	b.printLatency(figs, cold, warm, nopool)
+	b.printThroughput(figs, cold, warm, nopool)
+	printFirstOutput(figs, defaults)
+	printMemory(figs, cold, warm, nopool)
+	fmt.Println("\nCPU per python one-shot at concurrency 2 (a separate window, perf attached):")
+	cpu := map[string]any{}
+	for _, p := range []*phase{cold, warm} {
+		if p != nil {
+			fmt.Printf("  %-8s %s\n", p.name, p.cpu)
+			cpu[p.name] = p.cpu
+		}
+	}
+	figs["cpu_per_exec"] = cpu
+	fmt.Println("\nwhere a cold python one-shot's time goes (medians, ms; launch_us of its reap record, and the client's time outside it):")
+	bd := map[string]any{}
+	for _, p := range []*phase{cold, nopool} {
+		fmt.Printf("  %-8s %s\n", p.name, p.breakdown())
+		bd[p.name] = p.breakdownFigures()
+	}
+	figs["cold_breakdown_ms"] = bd
+	b.mergeParts(figs)
+	enc, err := json.Marshal(figs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("BENCH_JSON %s\n", enc)
+	fmt.Println(strings.Repeat("-", 72))
+}
 
+// printLatency prints the latency table and the latency targets.
+func (b *bench) printLatency(figs map[string]any, cold, warm, nopool *phase) {
+	lat := map[string]any{}
 	for _, lang := range benchLangs {
 		fmt.Printf("\n%s (p50/p95 in ms; ratios of p50 to the same phase's bare columns)\n", lang.name)
 		fmt.Printf("  %-38s %8s %8s %9s %11s\n", "", "p50", "p95", "/bare", "/bwrap-root")
-		cold.print(lang.name, true)
+		l := map[string]any{}
+		cold.print(lang.name, true, l)
 		if warm != nil {
-			warm.print(lang.name, false)
+			warm.print(lang.name, false, l)
 		} else {
 			fmt.Printf("  %-38s n/a (no --warm-pool)\n", "api one-shot warm")
 		}
-		nopool.print(lang.name, false)
+		nopool.print(lang.name, false, l)
 		c, r := cold.p50(lang.name, "api one-shot cold"), cold.p50(lang.name, "bare bwrap (root)")
 		fmt.Printf("  target cold p50 <= 1.20 x bare bwrap (root): %.2f\n", ratio(c, r))
+		l["cold_over_bwrap_root"] = round2(ratio(c, r))
 		if warm != nil {
 			w, bare := warm.p50(lang.name, "api one-shot warm"), warm.p50(lang.name, "bare interpreter")
-			fmt.Printf("  target warm p50 <= 0.60 x bare interpreter: %.2f; p95 <= 1.00: %.2f\n", ratio(w, bare),
-				ratio(warm.p95(lang.name, "api one-shot warm"), warm.p95(lang.name, "bare interpreter")))
+			wp95 := ratio(warm.p95(lang.name, "api one-shot warm"), warm.p95(lang.name, "bare interpreter"))
+			fmt.Printf("  target warm p50 <= 0.60 x bare interpreter: %.2f; p95 <= 1.00: %.2f\n", ratio(w, bare), wp95)
+			l["warm_over_bare"], l["warm_p95_over_bare_p95"] = round2(ratio(w, bare)), round2(wp95)
 		}
+		lat[lang.language] = l
 	}
+	figs["latency_ms"] = lat
+}
 
-	fmt.Printf("\nthroughput, python print(1), execs/s (%v per concurrency and round)\n  %-34s %8s %8s %8s\n", b.tput, "", "c=1", "c=2", "c=4")
+// printThroughput prints execs per second and per core at concurrency 1,
+// 2 and 4.
+func (b *bench) printThroughput(figs map[string]any, cold, warm, nopool *phase) {
+	cores := float64(runtime.NumCPU())
+	fmt.Printf("\nthroughput, python print(1), execs/s (%v per concurrency and round); per core: divided by the %d CPUs this process may use\n", b.tput, runtime.NumCPU())
+	fmt.Printf("  %-34s %8s %8s %8s %10s %10s %10s\n", "", "c=1", "c=2", "c=4", "c=1/core", "c=2/core", "c=4/core")
+	tp := map[string]any{}
 	for _, row := range []struct {
 		name string
 		p    *phase
@@ -105,27 +154,68 @@ func TestBench(t *testing.T) {
 			fmt.Printf("  %-34s n/a (no --warm-pool)\n", row.name)
 			continue
 		}
-		tp := row.p.tputs[row.name]
-		fmt.Printf("  %-34s %8.1f %8.1f %8.1f\n", row.name, tp[0], tp[1], tp[2])
+		v := row.p.tputs[row.name]
+		fmt.Printf("  %-34s %8.1f %8.1f %8.1f %10.1f %10.1f %10.1f\n", row.name, v[0], v[1], v[2], v[0]/cores, v[1]/cores, v[2]/cores)
+		tp[row.name] = map[string]float64{"c1": round2(v[0]), "c2": round2(v[1]), "c4": round2(v[2]),
+			"c1_per_core": round2(v[0] / cores), "c2_per_core": round2(v[1] / cores), "c4_per_core": round2(v[2] / cores)}
 	}
+	figs["throughput_execs_per_s"] = tp
 	if c, r := cold.tputs["api one-shot cold"], cold.tputs["bare bwrap (root)"]; r[1] > 0 {
 		fmt.Printf("  target api cold at c=2 >= 85%% of bare bwrap's: %.0f%%\n", 100*c[1]/r[1])
+		figs["cold_c2_over_bwrap_root"] = round2(c[1] / r[1])
 	}
+}
 
-	fmt.Println("\nsupervisor memory (VmRSS / VmHWM from /proc), 16 idle sessions each with a python kernel started by one exec:")
-	for _, p := range []*phase{cold, warm, nopool} {
-		if p != nil {
-			fmt.Printf("  %-8s %s\n", p.name, p.rss)
+// printFirstOutput prints a session's creation to its first output, with
+// the published third-party figures beside it.
+func printFirstOutput(figs map[string]any, p *phase) {
+	var create, stdout, result []time.Duration
+	for _, f := range p.first {
+		create, stdout, result = append(create, f.create), append(stdout, f.stdout), append(result, f.result)
+	}
+	fmt.Printf("\nsession create to first output, python print(1) streamed, its kernel started by it (%s phase, %d sessions; ms p50/p95 from the create request):\n", p.name, len(p.first))
+	fmt.Printf("  created %s / %s, first stdout event %s / %s, result %s / %s; target first output <= 50 ms\n",
+		msf(pct(create, 0.5)), msf(pct(create, 0.95)), msf(pct(stdout, 0.5)), msf(pct(stdout, 0.95)), msf(pct(result, 0.5)), msf(pct(result, 0.95)))
+	fmt.Printf("  published third-party medians for hosted sandboxes, not measured here: ")
+	names := []string{"Daytona", "E2B", "Cloudflare", "Modal"}
+	for i, n := range names {
+		fmt.Printf("%s %.2f s%s", n, publishedFirstOutput[n], map[bool]string{true: "\n", false: ", "}[i == len(names)-1])
+	}
+	figs["session_first_output_ms"] = map[string]any{"phase": p.name, "sessions": len(p.first),
+		"create_p50": ms2(pct(create, 0.5)), "create_p95": ms2(pct(create, 0.95)),
+		"first_stdout_p50": ms2(pct(stdout, 0.5)), "first_stdout_p95": ms2(pct(stdout, 0.95)),
+		"result_p50": ms2(pct(result, 0.5)), "result_p95": ms2(pct(result, 0.95))}
+	figs["published_third_party_first_output_s"] = publishedFirstOutput
+}
+
+// printMemory prints the supervisor's memory and the sandboxes'.
+func printMemory(figs map[string]any, phases ...*phase) {
+	fmt.Println("\nmemory with 16 idle sessions each with a python kernel started by one exec, the pools full:")
+	sup, kern := map[string]any{}, map[string]any{}
+	for _, p := range phases {
+		if p == nil {
+			continue
+		}
+		fmt.Printf("  %-8s supervisor VmRSS %.1f MiB, VmHWM %.1f MiB; an idle python kernel: %s\n", p.name,
+			float64(p.rssKiB)/1024, float64(p.hwmKiB)/1024, p.kmem)
+		sup[p.name] = map[string]int{"vmrss_kib": p.rssKiB, "vmhwm_kib": p.hwmKiB}
+		kern[p.name] = p.kmem
+		for _, l := range []string{"python", "javascript"} {
+			if m, ok := p.wmem[l]; ok {
+				fmt.Printf("  %-8s an idle warm %s sandbox: %s\n", p.name, l, m)
+			}
+		}
+		if p.wmem != nil {
+			figs["idle_warm_sandbox"] = p.wmem
 		}
 	}
-	fmt.Println("  target <= 64 MiB with the pool full and 16 idle sessions")
-
-	fmt.Println("\nwhere a cold python one-shot's time goes (medians, ms; launch_us of its reap record, and the client's time outside it):")
-	for _, p := range []*phase{cold, nopool} {
-		fmt.Printf("  %-8s %s\n", p.name, p.breakdown())
-	}
-	fmt.Println(strings.Repeat("-", 72))
+	fmt.Println("  targets: supervisor <= 64 MiB with the pools full and 16 idle kernels; an idle python kernel <= 40 MiB")
+	figs["supervisor_memory"], figs["idle_python_kernel"] = sup, kern
 }
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+func ms2(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000) }
 
 type benchLang struct{ name, language, code, interp, flag, expr string }
 
@@ -154,7 +244,13 @@ type phase struct {
 	tputs    map[string][3]float64                 // execs/s over all rounds
 	tdone    map[string]*[3]float64
 	ttime    map[string]*[3]time.Duration
-	rss      string
+	rssKiB   int // the supervisor's VmRSS with 16 idle kernels
+	hwmKiB   int
+	kmem     sandboxMemory            // an idle python kernel's sandbox (median)
+	wmem     map[string]sandboxMemory // an idle warm sandbox's, by language
+	first    []firstOutput            // session creation to first output
+	firstOut bool                     // this phase measures first
+	cpu      cpuSplit                 // CPU per exec at c=2
 	flags    []string
 	add      func(*phase)
 	bd       map[bool][]map[string]float64 // breakdown samples by helper_pooled
@@ -229,9 +325,20 @@ func (p *phase) round(last bool) {
 		api = "api one-shot cold"
 	}
 	p.throughput(api, p.api(py))
-	if last {
-		p.rss = p.memory()
+	for i := 0; p.firstOut && i < runs; i++ {
+		p.first = append(p.first, p.sessionFirstOutput())
 	}
+	if !last {
+		return
+	}
+	if p.name != "nopool" {
+		p.cpu = p.profile()
+	}
+	if p.name == "warm" {
+		p.waitWarmIdle() // the profile's takes are replaced
+		p.wmem = p.warmMemory()
+	}
+	p.memory()
 }
 
 // bare runs argv (the language's interpreter when nil) as the service
@@ -328,33 +435,8 @@ func (p *phase) throughput(row string, fn func() error) {
 		p.tdone[row], p.ttime[row] = &[3]float64{}, &[3]time.Duration{}
 	}
 	for i, c := range []int{1, 2, 4} {
-		var (
-			wg    sync.WaitGroup
-			mu    sync.Mutex
-			done  int
-			first error
-		)
 		start := time.Now()
-		for g := 0; g < c; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Since(start) < p.b.tput {
-					err := fn()
-					mu.Lock()
-					if err != nil && first == nil {
-						first = err
-					}
-					done++
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if first != nil {
-			p.b.t.Fatal(first)
-		}
-		p.tdone[row][i] += float64(done)
+		p.tdone[row][i] += float64(p.runAt(c, fn))
 		p.ttime[row][i] += time.Since(start)
 		var out [3]float64
 		for k := range out {
@@ -367,8 +449,9 @@ func (p *phase) throughput(row string, fn func() error) {
 }
 
 // memory starts 16 sessions with a python kernel each (one exec each),
-// lets the pools refill, and reads the supervisor's VmRSS and VmHWM.
-func (p *phase) memory() string {
+// lets the pools refill, reads the supervisor's VmRSS and VmHWM, and
+// measures the kernels' sandboxes.
+func (p *phase) memory() {
 	for i := 0; i < 16; i++ {
 		sess := p.s.createSession(p.b.t, map[string]any{"ttl_seconds": 3600})
 		p.sessions = append(p.sessions, sess.ID)
@@ -377,7 +460,10 @@ func (p *phase) memory() string {
 		}
 	}
 	time.Sleep(time.Second)
-	return fmt.Sprintf("VmRSS %s, VmHWM %s", statusField(p.b.t, p.s.cmd.Process.Pid, "VmRSS"), statusField(p.b.t, p.s.cmd.Process.Pid, "VmHWM"))
+	pid := p.s.cmd.Process.Pid
+	p.rssKiB, _ = statusInt(pid, "VmRSS")
+	p.hwmKiB, _ = statusInt(pid, "VmHWM")
+	p.kmem = p.kernelMemory()
 }
 
 // collectBreakdown reads the round's audit log: for the python
@@ -431,26 +517,49 @@ var (
 	helperSteps  = []string{"enter", "network", "seccomp", "drop", "exec"}
 )
 
-// breakdown renders the medians collectBreakdown gathered.
-func (p *phase) breakdown() string {
-	var b strings.Builder
+// breakdownFigures are the medians collectBreakdown gathered, by whether
+// the helper was pre-started ("pooled") or not ("unpooled").
+func (p *phase) breakdownFigures() map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
 	for _, pooled := range []bool{true, false} {
 		ms := p.bd[pooled]
 		if len(ms) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n    helper pre-started: %-5v (%d execs): ", pooled, len(ms))
-		keys := append(append([]string{}, launchFields...), "outside the launcher", "client")
-		for i := 1; i < len(helperSteps); i++ {
-			keys = append(keys, "helper "+helperSteps[i-1]+"→"+helperSteps[i])
-		}
-		for _, k := range keys {
+		med := map[string]float64{"execs": float64(len(ms))}
+		for _, k := range breakdownKeys() {
 			var v []float64
 			for _, m := range ms {
 				v = append(v, m[k])
 			}
 			sort.Float64s(v)
-			fmt.Fprintf(&b, "%s %.2f  ", k, v[len(v)/2])
+			med[k] = round2(v[len(v)/2])
+		}
+		out[map[bool]string{true: "pooled", false: "unpooled"}[pooled]] = med
+	}
+	return out
+}
+
+func breakdownKeys() []string {
+	keys := append(append([]string{}, launchFields...), "outside the launcher", "client")
+	for i := 1; i < len(helperSteps); i++ {
+		keys = append(keys, "helper "+helperSteps[i-1]+"→"+helperSteps[i])
+	}
+	return keys
+}
+
+// breakdown renders breakdownFigures.
+func (p *phase) breakdown() string {
+	var b strings.Builder
+	figs := p.breakdownFigures()
+	for _, pooled := range []string{"pooled", "unpooled"} {
+		med, ok := figs[pooled]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "\n    helper pre-started: %-5v (%.0f execs): ", pooled == "pooled", med["execs"])
+		for _, k := range breakdownKeys() {
+			fmt.Fprintf(&b, "%s %.2f  ", k, med[k])
 		}
 	}
 	if b.Len() == 0 {
@@ -459,7 +568,7 @@ func (p *phase) breakdown() string {
 	return b.String()
 }
 
-func (p *phase) print(lang string, bare bool) {
+func (p *phase) print(lang string, bare bool, figs map[string]any) {
 	s := p.samples[lang]
 	bareP50, rootP50 := pct(s["bare interpreter"], 0.5), pct(s["bare bwrap (root)"], 0.5)
 	for _, c := range p.cols {
@@ -472,35 +581,18 @@ func (p *phase) print(lang string, bare bool) {
 		}
 		p50 := pct(s[c.name], 0.5)
 		fmt.Printf("  %-38s %8s %8s %9.2f %11.2f\n", name, msf(p50), msf(pct(s[c.name], 0.95)), ratio(p50, bareP50), ratio(p50, rootP50))
+		figs[name] = map[string]float64{"p50": ms2(p50), "p95": ms2(pct(s[c.name], 0.95))}
 	}
 }
 
 func (p *phase) p50(lang, col string) time.Duration { return pct(p.samples[lang][col], 0.5) }
 func (p *phase) p95(lang, col string) time.Duration { return pct(p.samples[lang][col], 0.95) }
 
-func pct(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	return s[int(q*float64(len(s)-1))]
-}
-
 // supervisorKnows reports whether the installed supervisor has --flag.
 func supervisorKnows(in *installation, flag string) bool {
 	out, _ := exec.Command(in.path("bin/sandboxd"), "--help").CombinedOutput()
 	return strings.Contains(string(out), "-"+flag+" ")
 }
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func msf(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
 
 func ratio(a, b time.Duration) float64 {
 	if b == 0 {

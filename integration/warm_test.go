@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -572,5 +574,101 @@ func TestWarmAuditTrail(t *testing.T) {
 	t.Logf("sandboxctl audit show:\n%s", out)
 	if out, code := sandboxctlAudit(t, in, "verify", path); code != 0 {
 		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+}
+
+// burstWarm runs n one-shot python execs, conc at a time, and returns how
+// many of them the audit log shows were served warm.
+func burstWarm(t *testing.T, s *supervisor, n, conc int) int {
+	t.Helper()
+	ids := make(chan string, n)
+	work := make(chan struct{}, n)
+	for range n {
+		work <- struct{}{}
+	}
+	close(work)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				status, body := s.do("POST", "/v1/exec", py("print(1)"))
+				var r struct {
+					ID     string
+					Stdout string
+				}
+				if err := json.Unmarshal(body, &r); status != 200 || err != nil || r.Stdout != "1\n" {
+					t.Errorf("exec: status %d: %s", status, body)
+					return
+				}
+				ids <- r.ID
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	warm := warmExecs(t, s)
+	served := 0
+	for id := range ids {
+		if warm[id] != "" {
+			served++
+		}
+	}
+	return served
+}
+
+// metric reads one sample of s's /metrics (-1 when absent).
+func metric(t *testing.T, s *supervisor, sample string) float64 {
+	t.Helper()
+	_, body := s.do("GET", "/metrics", nil)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, sample+" "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %q", sample, l)
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// TestWarmPoolAdaptsToABurst: a burst of one-shot execs at concurrency 4
+// finds more warm sandboxes with --warm-pool 1:4 (the target grows with
+// the exec rate, refills run in parallel) than with a fixed --warm-pool 1,
+// and afterwards the adaptive pool retires its idle sandboxes back to the
+// floor. Counts only, never speed: make bench measures that.
+func TestWarmPoolAdaptsToABurst(t *testing.T) {
+	in := setup(t)
+	const n, conc = 100, 4
+	// --max-concurrent-execs 5: one caller may hold 4 at once.
+	run := func(size string) (warm int, s *supervisor) {
+		s = in.startSupervisor(t, supervisorOpts{extra: []string{"--warm-pool", size, "--max-concurrent-execs", "5"}})
+		waitWarm(t, s, "python", 1)
+		return burstWarm(t, s, n, conc), s
+	}
+	fixed, s1 := run("1")
+	s1.stop()
+	adaptive, s2 := run("1:4")
+	t.Logf("warm execs of %d at concurrency %d: --warm-pool 1: %d, --warm-pool 1:4: %d (after the burst: target %v, build %v s)",
+		n, conc, fixed, adaptive, metric(t, s2, `sandboxd_warm_pool_target{runtime="python"}`),
+		metric(t, s2, `sandboxd_warm_build_seconds{runtime="python"}`))
+	if adaptive <= fixed {
+		t.Errorf("--warm-pool 1:4 served %d of %d execs warm, not more than --warm-pool 1's %d", adaptive, n, fixed)
+	}
+	// Back to the floor: the demand leaves the rate window (10 s), the
+	// sandboxes above the target are retired once idle 15 s, checked every 5 s.
+	deadline := time.Now().Add(90 * time.Second)
+	for metric(t, s2, `sandboxd_warm_pool_target{runtime="python"}`) != 1 ||
+		metric(t, s2, `sandboxd_warm_pool_idle{runtime="python"}`) != 1 {
+		if time.Now().After(deadline) {
+			_, body := s2.do("GET", "/metrics", nil)
+			t.Fatalf("the pool did not retire back to its floor of 1:\n%s", grepLines(string(body), "warm"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if r := metric(t, s2, "sandboxd_warm_retired_total"); r < 1 {
+		t.Errorf("back at the floor with %v retired: the pool never grew above it", r)
 	}
 }

@@ -10,7 +10,9 @@
 // breaks the kernel, which is then killed; output caps, display limits and
 // timeouts are the supervisor's, as for a process exec. The host depends on
 // launch, protocol and workspace, and reaches egress and the audit log only
-// through the hooks its owner gives it (Host). It must never trust a byte
+// through the hooks its owner gives it (Host), handing the audit hook typed
+// facts (audit/facts); an exec's attestation and usage come from its
+// kernel's sandbox (launch.Attest, Sandbox.MeterExec). It must never trust a byte
 // of the channel, never read a frame outside an exec as that exec's, never
 // reuse a kernel after an exec that overran or broke the channel, and never
 // run caller code outside a sandbox.

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/kernel/protocol"
 	"github.com/sandboxd/sandboxd/kernel/runners"
 	"github.com/sandboxd/sandboxd/launch"
+	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/workspace"
 )
 
@@ -24,6 +26,9 @@ type Runners interface {
 	CollectArtifacts(req launch.Request, wsName string, res *launch.ExecResult)
 	ArtifactLimits() workspace.ArtifactLimits
 	Stage(req launch.Request) error
+	// AppliedLimits is what a launch is really held to (0 for memory,
+	// pids and CPU where no cgroup enforces them): an exec's attestation.
+	AppliedLimits(l policy.Limits) policy.Limits
 }
 
 // Proxy is a session kernel's network "egress" proxy, served for the
@@ -45,8 +50,9 @@ type Host struct {
 	// Egress serves the proxy of an egress kernel's launch req (named by
 	// its launch id) and points req at it (its Egress and environment).
 	Egress func(req *launch.Request) (Proxy, error)
-	// Audit writes a supervisor record of step for exec execID.
-	Audit func(execID, step string, caller launch.Caller, facts map[string]any) error
+	// Audit writes a supervisor record of exec execID: f's step, f its
+	// typed facts.
+	Audit func(execID string, caller launch.Caller, f facts.Facts) error
 	// FrameBudget bounds the bytes of frames all kernels hold at once
 	// (shared by every Host of a supervisor); nil: no shared bound.
 	FrameBudget *protocol.Budget

@@ -25,9 +25,11 @@ func (h *Host) RunOnce(ctx context.Context, x Exec) (*launch.ExecResult, error) 
 	if o.exit == nil {
 		o.exit = awaitOnceExit(k)
 	}
-	res := assemble(x, s, o)
+	res := h.assemble(x, k, s, o)
 	if ex := o.exit; ex != nil && ex.Result != nil {
-		res.Usage, res.Policy = ex.Result.Usage, ex.Result.Policy
+		// The runner's sandbox was this exec's alone: its reap's usage
+		// (from its cgroup) is the exec's.
+		res.Usage = ex.Result.Usage
 		res.QuotaExceeded = ex.Result.QuotaExceeded
 		// Collected by the sandbox after its reap, before a one-shot
 		// workspace is removed.
@@ -36,7 +38,6 @@ func (h *Host) RunOnce(ctx context.Context, x Exec) (*launch.ExecResult, error) 
 	if res.Artifacts == nil {
 		res.Artifacts = []launch.Artifact{}
 	}
-	res.Policy.Limits = x.Launch.Limits
 	return res, nil
 }
 

@@ -7,13 +7,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 )
 
-// assemble turns an exec's frames and outcome into its result, with the
-// same output caps as a process exec.
-func assemble(x Exec, s *sink, o outcome) *launch.ExecResult {
+// assemble turns an exec's frames and outcome in kernel k into its result,
+// with the same output caps as a process exec and the same attestation
+// (launch.Attest: k's confinement, the exec's limits as applied).
+func (h *Host) assemble(x Exec, k *Kernel, s *sink, o outcome) *launch.ExecResult {
 	s.mu.Lock()
 	displays, trunc := append([]api.Display{}, s.displays...), s.dispTrunc
 	s.mu.Unlock()
@@ -21,7 +22,7 @@ func assemble(x Exec, s *sink, o outcome) *launch.ExecResult {
 		StdoutTruncated: s.stdout.Truncated(), StderrTruncated: s.stderr.Truncated(),
 		DurationMS: o.took.Milliseconds(), TimedOut: o.timedOut, Artifacts: []launch.Artifact{},
 		Displays: displays, ArtifactsTruncated: trunc}
-	res.Policy.Limits = x.Launch.Limits
+	res.Policy = launch.Attest(k.sb.ExecFacts(), h.Runners.AppliedLimits(x.Launch.Limits))
 	if o.exit != nil {
 		// The kernel's sandbox ended during the exec: what stopped it
 		// (the OOM killer, the workspace quota watcher) is this exec's.
@@ -69,32 +70,26 @@ func assemble(x Exec, s *sink, o outcome) *launch.ExecResult {
 
 // execRecord is the audit record linking an exec to its kernel.
 func (h *Host) execRecord(x Exec, k *Kernel, restarted bool) error {
-	return h.Audit(x.Launch.ExecID, audit.StepKernelExec, x.Launch.Caller, map[string]any{
-		"kernel_id": k.id, "language": k.language, "mode": x.Mode, "restarted": restarted,
-		"session_id": x.SessionID,
+	return h.Audit(x.Launch.ExecID, x.Launch.Caller, &facts.KernelExec{
+		KernelID: k.id, Language: k.language, Mode: x.Mode, Restarted: restarted, SessionID: x.SessionID,
 	})
 }
 
-// reapRecord ends a kernel exec's trail.
+// reapRecord ends a kernel exec's trail: what every reap says
+// (launch.ReapFacts), and the kernel's part.
 func (h *Host) reapRecord(x Exec, k *Kernel, res *launch.ExecResult, o outcome) {
-	facts := map[string]any{
-		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut, "duration_ms": res.DurationMS,
-		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated, "oom_killed": res.OOMKilled,
-		"kernel_id": k.id, "displays": len(res.Displays), "stopped": stoppedOf(o),
-	}
+	f := launch.ReapFacts(res)
+	f.KernelID, f.Displays, f.Stopped = k.id, len(res.Displays), stoppedOf(o)
 	if res.Kernel != nil {
-		facts["execution_count"] = res.Kernel.ExecutionCount
+		f.ExecutionCount = res.Kernel.ExecutionCount
 	}
 	if o.broken != nil {
-		facts["protocol_error"] = o.broken.Error()
+		f.ProtocolError = o.broken.Error()
 	}
-	if res.QuotaExceeded {
-		facts["quota_exceeded"] = true
-		if o.exit != nil && o.exit.QuotaErr != "" {
-			facts["quota_error"] = o.exit.QuotaErr
-		}
+	if res.QuotaExceeded && o.exit != nil {
+		f.QuotaError = o.exit.QuotaErr
 	}
-	_ = h.Audit(x.Launch.ExecID, audit.StepReap, x.Launch.Caller, facts)
+	_ = h.Audit(x.Launch.ExecID, x.Launch.Caller, f)
 }
 
 func stoppedOf(o outcome) string {

@@ -77,6 +77,7 @@ func (h *Host) Run(ctx context.Context, k *Kernel, restarted bool, x Exec) (*lau
 	}
 	s := newSink(x.Launch.ExecID, x.Launch.Limits.OutputLimitBytes, h.Runners.ArtifactLimits(), x.Emit)
 	network := k.beginExec(ctx, x)
+	meter := k.sb.MeterExec()
 	o := k.execute(ctx, x.request(), x.Launch.Limits.Timeout(), s)
 	if o.exit == nil && k.sb.OOMKilled() {
 		// node's evaluator was killed and reported as 128+9: the kernel
@@ -87,7 +88,8 @@ func (h *Host) Run(ctx context.Context, k *Kernel, restarted bool, x Exec) (*lau
 	if o.exit == nil {
 		o.exit = stopIfOverQuota(k)
 	}
-	res := assemble(x, s, o)
+	res := h.assemble(x, k, s, o)
+	res.Usage = meter()
 	res.Network = network()
 	res.OOMKilled = res.OOMKilled || k.sb.OOMKilled()
 	k.mu.Lock()

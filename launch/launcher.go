@@ -12,8 +12,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
@@ -162,15 +162,12 @@ func (h *HelperLauncher) prepare(req Request) (*prepared, error) {
 		pw.close()
 		return nil, h.prepareFailed(req, serr)
 	}
-	facts := map[string]any{
-		"workspace": dir, "workspace_kind": kind, "files": len(req.Files), "file_bytes": staged,
-		"stdio": "pipes", "cgroup_mode": h.cgroupMode(), "limits": h.AppliedLimits(req.Limits),
-		"quota_bytes": h.cfg.QuotaBytes,
+	f := &facts.Prepare{
+		Workspace: dir, WorkspaceKind: kind, Files: len(req.Files), FileBytes: staged,
+		Stdio: "pipes", CgroupMode: h.cgroupMode(), Limits: LimitsFacts(h.AppliedLimits(req.Limits)),
+		QuotaBytes: h.cfg.QuotaBytes, Kernel: req.Kernel,
 	}
-	if req.Kernel != "" {
-		facts["kernel"] = req.Kernel
-	}
-	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: facts}); err != nil {
+	if err := h.audit(req, audit.Record{Step: audit.StepPrepare, OK: true, Facts: f}); err != nil {
 		pw.close()
 		return nil, errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
@@ -191,73 +188,6 @@ func (h *HelperLauncher) stage(ws *workspace.Workspace, req Request) (int64, *er
 		staged += n
 	}
 	return staged, nil
-}
-
-// collect adds the requested artifacts to res and audits them.
-func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *ExecResult) {
-	arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
-	if err != nil {
-		h.cfg.Log.Error("collect artifacts", "exec_id", req.ExecID, "err", err)
-	}
-	res.ArtifactsTruncated = truncated
-	res.Artifacts = make([]Artifact, 0, len(arts))
-	facts := make([]map[string]any, 0, len(arts))
-	for _, a := range arts {
-		res.Artifacts = append(res.Artifacts, Artifact(a))
-		facts = append(facts, map[string]any{"path": a.Path, "size": a.Size, "sha256": a.SHA256})
-	}
-	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: map[string]any{
-		"patterns": req.Artifacts, "artifacts": facts, "truncated": truncated}})
-}
-
-func (h *HelperLauncher) prepareFailed(req Request, le *errdefs.Error) error {
-	_ = h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
-	return le
-}
-
-// audit writes one record of req's launch. A failure is logged and
-// returned; before the helper starts, the caller refuses the launch on it
-// (nothing runs unaudited), after it the exec is already running and is
-// reaped as usual. A probe's records say so (facts.probe).
-func (h *HelperLauncher) audit(req Request, r audit.Record) error {
-	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
-	r.Caller = req.Caller.ID()
-	if r.Source == "" {
-		r.Source = audit.SourceSupervisor
-	}
-	if req.Probe && r.Source == audit.SourceSupervisor {
-		m, _ := r.Facts.(map[string]any)
-		if m == nil {
-			m = map[string]any{}
-		}
-		m["probe"] = true
-		r.Facts = m
-	}
-	if h.cfg.Sink == nil {
-		return nil
-	}
-	if err := h.cfg.Sink.Write(r); err != nil {
-		h.cfg.Log.Error("audit write failed", "exec_id", req.ExecID, "step", r.Step, "err", err)
-		return err
-	}
-	return nil
-}
-
-// AppliedLimits is what a launch is really held to: without a cgroup,
-// memory, pids and CPU are not enforced, so they are attested as 0 rather
-// than claimed.
-func (h *HelperLauncher) AppliedLimits(l policy.Limits) policy.Limits {
-	if h.cgroupMode() == cgroup.ModeNone {
-		l.MemoryBytes, l.Pids, l.CPUs = 0, 0, 0
-	}
-	return l
-}
-
-func (h *HelperLauncher) cgroupMode() string {
-	if h.cfg.Cgroups == nil {
-		return cgroup.ModeNone
-	}
-	return h.cfg.Cgroups.Mode()
 }
 
 // buildSpec turns a decided request into the helper's launch spec.
@@ -286,6 +216,27 @@ func buildSpec(req Request, workspace string) spec.LaunchSpec {
 	return s
 }
 
+// run starts the helper for req, reaps everything it started, and turns
+// what happened into a result or a launch error; either way the reap
+// record ends the exec's trail.
+func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q quotaCheck) (*ExecResult, *helperRun, error) {
+	start := time.Now()
+	hr, err := h.runHelper(ctx, req, buildSpec(req, wsName), q)
+	if err != nil {
+		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
+		return nil, hr, err
+	}
+	res, err := h.conclude(req, hr, q, time.Since(start), nil)
+	return res, hr, err
+}
+
+// noCgroupsMessage and fixNoCgroups explain a launch refused for want of
+// a cgroup (the supervisor refuses to start there first).
+const (
+	noCgroupsMessage = "memory, pids and CPU limits cannot be enforced (no usable delegated cgroup subtree): "
+	fixNoCgroups     = "delegate a cgroup subtree to the service user (systemd Delegate=yes; make run does it), or start the supervisor with --allow-no-cgroups to run without those limits"
+)
+
 // checkCgroups refuses the launch when cgroups are required and there are
 // none.
 func (h *HelperLauncher) checkCgroups() error {
@@ -299,12 +250,12 @@ func (h *HelperLauncher) checkCgroups() error {
 	return errdefs.New(errdefs.ErrUnavailable, noCgroupsMessage+reason, fixNoCgroups, nil)
 }
 
-// noCgroupsMessage and fixNoCgroups explain a launch refused for want of
-// a cgroup (the supervisor refuses to start there first).
-const (
-	noCgroupsMessage = "memory, pids and CPU limits cannot be enforced (no usable delegated cgroup subtree): "
-	fixNoCgroups     = "delegate a cgroup subtree to the service user (systemd Delegate=yes; make run does it), or start the supervisor with --allow-no-cgroups to run without those limits"
-)
+func (h *HelperLauncher) cgroupMode() string {
+	if h.cfg.Cgroups == nil {
+		return cgroup.ModeNone
+	}
+	return h.cfg.Cgroups.Mode()
+}
 
 // cgroupLimits are the request's limits as the cgroup takes them.
 func cgroupLimits(l policy.Limits) cgroup.Limits {
@@ -374,33 +325,6 @@ func (h *HelperLauncher) acquireHelper(req Request) (*helperProc, func(), error)
 	return hp, removeCgroup, nil
 }
 
-// runHelper runs the helper for req through its phases and returns only
-// once every process of the exec is gone.
-func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.LaunchSpec, q quotaCheck) (*helperRun, error) {
-	hp, cleanup, err := h.startHelper(req, sp, helperIO{stdin: req.Stdin})
-	if err != nil {
-		return nil, err
-	}
-	timeout := req.Limits.Timeout()
-	if timeout <= 0 {
-		timeout = defaultTimeout
-	}
-	return h.finishHelper(ctx, hp, cleanup, timeout, q)
-}
-
-// helperIO says how the payload's stdio is wired: stdin is written and
-// closed; or, with keepStdin, the stdin pipe stays the caller's (a kernel
-// channel) and stdout is read by the caller's stdout func, which must read
-// until it fails or returns (the rest is drained here).
-type helperIO struct {
-	stdin     []byte
-	keepStdin bool
-	stdout    func(io.Reader)
-	// bound, for a warm sandbox: stdout and stderr are captured as an
-	// exec's, but only once it is closed (warm.go drainBound).
-	bound <-chan struct{}
-}
-
 // claimCgroup gives a pre-started helper's cgroup the exec's id (named by
 // its exec from here on, like a cgroup made for it) and limits: a rename
 // on v1; on v2, which has no cgroup rename, a cgroup made for the exec
@@ -419,6 +343,19 @@ func (h *HelperLauncher) claimCgroup(hp *helperProc, req Request) error {
 		return errdefs.New(errdefs.ErrUnavailable, "set the exec's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 	}
 	return nil
+}
+
+// helperIO says how the payload's stdio is wired: stdin is written and
+// closed; or, with keepStdin, the stdin pipe stays the caller's (a kernel
+// channel) and stdout is read by the caller's stdout func, which must read
+// until it fails or returns (the rest is drained here).
+type helperIO struct {
+	stdin     []byte
+	keepStdin bool
+	stdout    func(io.Reader)
+	// bound, for a warm sandbox: stdout and stderr are captured as an
+	// exec's, but only once it is closed (warm.go drainBound).
+	bound <-chan struct{}
 }
 
 // startHelper runs the phases up to supervise: cgroup, pipes, start (or a
@@ -468,6 +405,20 @@ func (h *HelperLauncher) startHelper(req Request, sp spec.LaunchSpec, hio helper
 	return hp, cleanup, nil
 }
 
+// runHelper runs the helper for req through its phases and returns only
+// once every process of the exec is gone.
+func (h *HelperLauncher) runHelper(ctx context.Context, req Request, sp spec.LaunchSpec, q quotaCheck) (*helperRun, error) {
+	hp, cleanup, err := h.startHelper(req, sp, helperIO{stdin: req.Stdin})
+	if err != nil {
+		return nil, err
+	}
+	timeout := req.Limits.Timeout()
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	return h.finishHelper(ctx, hp, cleanup, timeout, q)
+}
+
 // finishHelper supervises a started helper, tears it down and cleans up.
 // A timeout <= 0 means none (a kernel lives until it is stopped).
 func (h *HelperLauncher) finishHelper(ctx context.Context, hp *helperProc, cleanup func(), timeout time.Duration, q quotaCheck) (*helperRun, error) {
@@ -490,6 +441,44 @@ func reportedFailure(reps []spec.Report) bool {
 		}
 	}
 	return false
+}
+
+func (h *HelperLauncher) prepareFailed(req Request, le *errdefs.Error) error {
+	_ = h.audit(req, audit.Record{Step: audit.StepPrepare, OK: false, Error: le.Error()})
+	return le
+}
+
+// audit writes one record of req's launch. A failure is logged and
+// returned; before the helper starts, the caller refuses the launch on it
+// (nothing runs unaudited), after it the exec is already running and is
+// reaped as usual. A probe's records say so (facts.probe).
+func (h *HelperLauncher) audit(req Request, r audit.Record) error {
+	r.ExecID, r.CallerUID, r.CallerGID, r.CallerPID = req.ExecID, req.Caller.UID, req.Caller.GID, req.Caller.PID
+	r.Caller = req.Caller.ID()
+	if r.Source == "" {
+		r.Source = audit.SourceSupervisor
+	}
+	if req.Probe && r.Source == audit.SourceSupervisor {
+		markProbe(&r)
+	}
+	if h.cfg.Sink == nil {
+		return nil
+	}
+	if err := h.cfg.Sink.Write(r); err != nil {
+		h.cfg.Log.Error("audit write failed", "exec_id", req.ExecID, "step", r.Step, "err", err)
+		return err
+	}
+	return nil
+}
+
+// AppliedLimits is what a launch is really held to: without a cgroup,
+// memory, pids and CPU are not enforced, so they are attested as 0 rather
+// than claimed.
+func (h *HelperLauncher) AppliedLimits(l policy.Limits) policy.Limits {
+	if h.cgroupMode() == cgroup.ModeNone {
+		l.MemoryBytes, l.Pids, l.CPUs = 0, 0, 0
+	}
+	return l
 }
 
 // joinFix renders a helper report's error and fix the way errdefs renders

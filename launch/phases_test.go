@@ -85,7 +85,7 @@ func TestRelay(t *testing.T) {
 			var recorded int
 			violation := make(chan error, 1)
 			r := strings.NewReader(c.input)
-			got := relay(r, func(spec.Report) { recorded++ }, violation)
+			got := relay(r, func(spec.Report) { recorded++ }, violation, nil)
 			if r.Len() != 0 {
 				t.Fatalf("%d bytes left unread: a helper could block on a full pipe", r.Len())
 			}

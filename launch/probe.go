@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
@@ -63,7 +64,7 @@ func (h *HelperLauncher) probeOnce(ctx context.Context, by Caller) HealthChecks 
 	// The supervisor's own steps of an exec, for the probe: accepted (the
 	// health request), decided (fixed limits, or refused when cgroups are
 	// missing and not allowed to be).
-	if err := h.audit(req, audit.Record{Step: audit.StepAccept, OK: true, Facts: map[string]any{"method": "GET", "path": "/v1/health"}}); err != nil {
+	if err := h.audit(req, audit.Record{Step: audit.StepAccept, OK: true, Facts: &facts.Accept{Method: "GET", Path: "/v1/health"}}); err != nil {
 		c.Helper = "not probed: the audit log cannot be written: " + err.Error()
 		return c
 	}
@@ -76,7 +77,7 @@ func (h *HelperLauncher) probeOnce(ctx context.Context, by Caller) HealthChecks 
 		_ = h.audit(req, audit.Record{Step: audit.StepDecide, OK: false, Error: c.Helper})
 		return c
 	}
-	if err := h.audit(req, audit.Record{Step: audit.StepDecide, OK: true, Facts: map[string]any{"runtime": req.Runtime, "limits": h.AppliedLimits(req.Limits)}}); err != nil {
+	if err := h.audit(req, audit.Record{Step: audit.StepDecide, OK: true, Facts: &facts.Decide{Runtime: req.Runtime, Limits: LimitsFacts(h.AppliedLimits(req.Limits))}}); err != nil {
 		c.Helper = "not probed: the audit log cannot be written: " + err.Error()
 		return c
 	}

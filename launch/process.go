@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,8 +59,11 @@ type helperProc struct {
 	// grace is killGrace; tests shorten it.
 	grace time.Duration
 
-	waited    chan waitStatus   // from the locked thread that started the helper
-	reports   chan relayed      // relayReports' result, at EOF of fd 4
+	waited  chan waitStatus // from the locked thread that started the helper
+	reports chan relayed    // relayReports' result, at EOF of fd 4
+	// attested is the exec step's facts once the relay saw the whole
+	// permit sequence (nil before, or when it broke).
+	attested  atomic.Pointer[facts.Exec]
 	violation chan error        // the first permit violation, as soon as it is seen
 	status    chan bwrapOutcome // watchStatus' result, at EOF of fd 5
 	pidfd     chan int          // the sandbox's pid 1 as a pidfd, or -1

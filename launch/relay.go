@@ -93,10 +93,19 @@ type relayed struct {
 // violation is also sent on hp.violation at once, so supervise stops the
 // helper without waiting for it to finish.
 func (hp *helperProc) relayReports(record func(spec.Report)) {
-	go func() { hp.reports <- relay(hp.pipes.reportR, record, hp.violation) }()
+	go func() {
+		// A long-lived sandbox's execs attest it while it runs
+		// (Sandbox.ExecFacts): the exec report's facts are kept as soon as
+		// the permit sequence is done, long before the pipe's EOF (the
+		// helper exits with the sandbox); at EOF, what the whole stream
+		// allowed (nil after a violation).
+		out := relay(hp.pipes.reportR, record, hp.violation, hp.attested.Store)
+		hp.attested.Store(out.exec)
+		hp.reports <- out
+	}()
 }
 
-func relay(r io.Reader, record func(spec.Report), violation chan<- error) relayed {
+func relay(r io.Reader, record func(spec.Report), violation chan<- error, attested func(*facts.Exec)) relayed {
 	var out relayed
 	var p permits
 	var last facts.Helper
@@ -119,6 +128,9 @@ func relay(r io.Reader, record func(spec.Report), violation chan<- error) relaye
 		}
 		out.reports = append(out.reports, rep)
 		record(rep)
+		if ex, ok := f.(*facts.Exec); ok && out.violation == nil && p.done() && attested != nil {
+			attested(ex)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		broke(fmt.Errorf("report stream unreadable: %w", err))

@@ -1,56 +1,43 @@
 package launch
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
+	"github.com/sandboxd/sandboxd/policy"
+	"github.com/sandboxd/sandboxd/workspace"
+	"golang.org/x/sys/unix"
 )
-
-// run starts the helper for req, reaps everything it started, and turns
-// what happened into a result or a launch error; either way the reap
-// record ends the exec's trail.
-func (h *HelperLauncher) run(ctx context.Context, req Request, wsName string, q quotaCheck) (*ExecResult, *helperRun, error) {
-	start := time.Now()
-	hr, err := h.runHelper(ctx, req, buildSpec(req, wsName), q)
-	if err != nil {
-		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error()})
-		return nil, hr, err
-	}
-	res, err := h.conclude(req, hr, q, time.Since(start), nil)
-	return res, hr, err
-}
 
 // conclude turns a reaped run into a result or a launch error and writes
 // the reap record (with extra facts, if any) that ends req's trail.
-func (h *HelperLauncher) conclude(req Request, hr *helperRun, q quotaCheck, took time.Duration, extra map[string]any) (*ExecResult, error) {
+func (h *HelperLauncher) conclude(req Request, hr *helperRun, q quotaCheck, took time.Duration, extra func(*facts.Reap)) (*ExecResult, error) {
 	// The quota may also have been passed between two checks, or in the
 	// last interval; RLIMIT_FSIZE (= the quota) bounds each file.
 	if !hr.quotaExceeded {
 		hr.quotaExceeded, hr.quotaErr = q.over()
 	}
 	if le := h.refusal(hr); le != nil {
-		facts := map[string]any{"helper_exit": hr.helperExit, "stderr_head": hr.stderr.Head(512), "stopped": hr.stop.String()}
-		for k, v := range extra {
-			facts[k] = v
+		head := hr.stderr.Head(512)
+		f := &facts.Reap{HelperExit: &hr.helperExit, StderrHead: &head, Stopped: hr.stop.String()}
+		if extra != nil {
+			extra(f)
 		}
-		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: facts})
+		_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: false, Error: le.Error(), Facts: f})
 		return nil, le
 	}
 	res := h.result(req, hr, took)
-	facts := reapFacts(res, hr)
-	for k, v := range extra {
-		facts[k] = v
+	f := reapFacts(res, hr)
+	if extra != nil {
+		extra(f)
 	}
-	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: facts})
+	_ = h.audit(req, audit.Record{Step: audit.StepReap, OK: true, Facts: f})
 	return res, nil
 }
 
@@ -83,11 +70,10 @@ func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) 
 		StdoutTruncated: hr.stdout.truncated, StderrTruncated: hr.stderr.truncated,
 		DurationMS: took.Milliseconds(), Usage: hr.usage, TimedOut: hr.stop == stopTimeout,
 		Artifacts:     []Artifact{},
-		Policy:        attestation(hr.exec),
+		Policy:        Attest(hr.exec, h.AppliedLimits(req.Limits)),
 		OOMKilled:     hr.oomKilled,
 		QuotaExceeded: hr.quotaExceeded,
 	}
-	res.Policy.Limits = h.AppliedLimits(req.Limits)
 	switch {
 	case hr.killed:
 		sig := "SIGKILL"
@@ -104,45 +90,40 @@ func (h *HelperLauncher) result(req Request, hr *helperRun, took time.Duration) 
 	return res
 }
 
-// attestation is taken from the exec step's typed facts only
-// (audit/facts.Exec): they describe the sandbox bwrap was exec'd into,
-// after every other step passed. (A killed exec may have none: then
-// nothing is attested.)
-func attestation(exec *facts.Exec) PolicyAttestation {
+// collect adds the requested artifacts to res and audits them.
+func (h *HelperLauncher) collect(ws *workspace.Workspace, req Request, res *ExecResult) {
+	arts, truncated, err := ws.Collect(req.Artifacts, h.cfg.Artifacts)
+	if err != nil {
+		h.cfg.Log.Error("collect artifacts", "exec_id", req.ExecID, "err", err)
+	}
+	res.ArtifactsTruncated = truncated
+	res.Artifacts = make([]Artifact, 0, len(arts))
+	f := &facts.Artifacts{Patterns: req.Artifacts, Artifacts: make([]facts.Artifact, 0, len(arts)), Truncated: truncated}
+	for _, a := range arts {
+		res.Artifacts = append(res.Artifacts, Artifact(a))
+		f.Artifacts = append(f.Artifacts, facts.Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256})
+	}
+	_ = h.audit(req, audit.Record{Step: audit.StepArtifacts, OK: err == nil, Facts: f})
+}
+
+// Attest is the policy attestation of an exec of any kind (cold, warm, a
+// session kernel's exec, a run-once call): the confinement is taken from
+// the exec step's typed facts only (audit/facts.Exec), which describe the
+// sandbox bwrap was exec'd into after every other step passed, and the
+// limits are applied -- what the launch is really held to
+// (HelperLauncher.AppliedLimits), never the limits requested: without a
+// cgroup, memory, pids and CPU are 0, not claimed. (A killed exec may
+// have no exec facts: then only the limits are attested.)
+func Attest(exec *facts.Exec, applied policy.Limits) PolicyAttestation {
 	if exec == nil {
-		return PolicyAttestation{}
+		return PolicyAttestation{Limits: applied}
 	}
 	a := exec.Attestation()
-	p := PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion}
+	p := PolicyAttestation{ProfileSHA256: a.ProfileSHA256, MountsSHA256: a.MountsSHA256, HelperVersion: a.HelperVersion, Limits: applied}
 	if a.Environment != "" {
 		p.Environment = &EnvironmentRef{Name: a.Environment, Digest: a.EnvironmentDigest}
 	}
 	return p
-}
-
-// reapFacts are the facts of a successful reap record.
-func reapFacts(res *ExecResult, hr *helperRun) map[string]any {
-	f := map[string]any{
-		"exit_code": res.ExitCode, "signal": res.Signal, "timed_out": res.TimedOut,
-		"duration_ms": res.DurationMS, "usage": res.Usage, "bwrap_child_pid": hr.bwrap.childPID,
-		"stdout_bytes": hr.stdout.total, "stderr_bytes": hr.stderr.total,
-		"stdout_truncated": res.StdoutTruncated, "stderr_truncated": res.StderrTruncated,
-		// The reaper's pidfd became readable: the kernel had killed and
-		// reaped every process of the sandbox's pid namespace by then.
-		"pid_namespace_gone": hr.reaperGone,
-		"oom_killed":         hr.oomKilled, "cgroup_processes_left": hr.cgroupLeft,
-		"quota_exceeded": res.QuotaExceeded, "stopped": hr.stop.String(),
-	}
-	if hr.quotaErr != nil {
-		f["quota_error"] = hr.quotaErr.Error()
-	}
-	if hr.pooled {
-		f["helper_pooled"] = true
-	}
-	if hr.times != nil {
-		f["launch_us"] = hr.times.us()
-	}
-	return f
 }
 
 // launchFailure explains a run in which the payload never started.

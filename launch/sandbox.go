@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/workspace"
@@ -37,6 +39,9 @@ type Sandbox struct {
 	done   chan struct{}
 	exit   SandboxExit
 	quota  quotaCheck // the workspace's, measured at the reap and by OverQuota
+	// finalUsage is the cgroup's counters at the reap (MeterExec's
+	// reading once the cgroup is gone); set before done is closed.
+	finalUsage cgroup.Usage
 }
 
 // SandboxExit is how a sandbox ended, known once Done is closed.
@@ -97,6 +102,7 @@ func (sb *Sandbox) supervise(ctx context.Context, pw *prepared, cleanup func()) 
 	sb.exit.Stderr = sb.hp.stderr.String()
 	if hr != nil {
 		sb.exit.OOMKilled, sb.exit.Stopped = hr.oomKilled, hr.stop.String()
+		sb.finalUsage = hr.cgUsage
 	}
 	if err == nil {
 		if !hr.quotaExceeded {
@@ -171,6 +177,57 @@ func (sb *Sandbox) ResetPeak() error {
 		return nil
 	}
 	return sb.hp.cg.ResetPeak()
+}
+
+// ExecFacts are the sandbox helper's exec step facts, the confinement
+// every exec run in the sandbox attests (Attest); nil before the helper's
+// exec report was relayed, or for a nil sandbox.
+func (sb *Sandbox) ExecFacts() *facts.Exec {
+	if sb == nil || sb.hp == nil {
+		return nil
+	}
+	return sb.hp.attested.Load()
+}
+
+// MeterExec starts measuring one exec run in the sandbox (a session
+// kernel's exec; a kernel runs one at a time) and returns the function
+// that ends the measure with the exec's usage (API.md, usage): cpu_ms is
+// the growth of the sandbox cgroup's CPU counter over the exec; max_rss_kb
+// the cgroup's memory peak since the exec began, its peak reset at the
+// start (v1; v2 on Linux 6.12+), else the peak since the sandbox started
+// (source cgroup_lifetime_peak). Without a cgroup nothing measures a
+// running sandbox's exec: the source is none.
+func (sb *Sandbox) MeterExec() (end func() Usage) {
+	cg := sb.hp.cg
+	if cg == nil {
+		return func() Usage { return Usage{Source: api.UsageSourceNone} }
+	}
+	reset := cg.ResetPeak() == nil
+	base := cg.Usage()
+	base.PeakBytes = 0
+	return func() Usage {
+		now := sb.lastUsage(cg)
+		u := mergeUsage(now, base, Usage{})
+		switch {
+		case !now.CPUKnown && !now.PeakKnown:
+			u.Source = api.UsageSourceNone
+		case u.Source == api.UsageSourceCgroup && !reset:
+			u.Source = api.UsageSourceLifetimePeak
+		}
+		return u
+	}
+}
+
+// lastUsage reads the sandbox cgroup's counters now or, once the sandbox
+// has been reaped (an exec that ended its kernel), as its teardown read
+// them last, before the cgroup was removed.
+func (sb *Sandbox) lastUsage(cg *cgroup.Exec) cgroup.Usage {
+	select {
+	case <-sb.done:
+		return sb.finalUsage
+	default:
+		return cg.Usage()
+	}
 }
 
 // OOMKilled reports whether the kernel OOM-killed a process of the

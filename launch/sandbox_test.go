@@ -100,3 +100,44 @@ func TestSandboxOwnerContext(t *testing.T) {
 		t.Fatal("the sandbox outlived its owner's context")
 	}
 }
+
+// TestSandboxAttestsWhileRunning: a long-lived sandbox's confinement (the
+// helper's exec report) is known while it runs, so an exec in it (a
+// kernel's) attests it; without a cgroup its limits are attested as
+// applied: memory, pids and CPU 0.
+func TestSandboxAttestsWhileRunning(t *testing.T) {
+	h, _ := newTestLauncher(t, 0)
+	req := fakeRequest(t, "ok while read line; do echo \"got $line\"; done")
+	lines := make(chan string, 1)
+	sb, err := h.Start(context.Background(), req, func(r io.Reader) {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop()
+	if _, err := io.WriteString(sb.Stdin(), "x\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lines: // the payload runs: the helper's exec report came first
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer over the channel")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sb.ExecFacts() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the relay reads to EOF of the report pipe
+	}
+	limits := req.Limits
+	limits.MemoryBytes, limits.Pids, limits.CPUs = 1<<28, 64, 1
+	p := Attest(sb.ExecFacts(), h.AppliedLimits(limits))
+	if p.ProfileSHA256 != "fake-profile" || p.MountsSHA256 != "fake-mounts" || p.HelperVersion != "fake-1" {
+		t.Errorf("attested confinement %+v, want the helper's exec report", p)
+	}
+	if p.Limits.MemoryBytes != 0 || p.Limits.Pids != 0 || p.Limits.CPUs != 0 || p.Limits.TimeoutMS != limits.TimeoutMS {
+		t.Errorf("attested limits %+v without a cgroup", p.Limits)
+	}
+}

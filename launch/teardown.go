@@ -32,6 +32,7 @@ type helperRun struct {
 	stdout        *capturedStream
 	stderr        *capturedStream
 	usage         Usage
+	cgUsage       cgroup.Usage // the cgroup's own counters at the reap
 	duration      time.Duration
 	pooled        bool         // the launch took a pre-started helper
 	times         *launchTimes // complete once teardown has returned
@@ -74,7 +75,8 @@ func (hp *helperProc) teardown(stop stopReason, stopErr error) *helperRun {
 	if hp.cg != nil {
 		// Every process of the exec is gone (the reaper, then KillAll):
 		// the cgroup's counters are its totals.
-		hr.usage = mergeUsage(hp.cg.Usage(), hp.usageBase, hr.usage)
+		hr.cgUsage = hp.cg.Usage()
+		hr.usage = mergeUsage(hr.cgUsage, hp.usageBase, hr.usage)
 	}
 	if hr.killed {
 		hr.bwrap.exit = nil // a killed payload's status is the kill

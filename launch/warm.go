@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -145,11 +146,11 @@ func (w *Warm) Run(ctx context.Context, ex Request, header []byte) (*ExecResult,
 	hr, err := w.h.finishHelper(ctx, w.hp, w.cleanup, timeout, q)
 	if err != nil {
 		_ = w.h.audit(ex, audit.Record{Step: audit.StepReap, OK: false, Error: err.Error(),
-			Facts: map[string]any{"warm": true, "launch_id": w.ID()}})
+			Facts: &facts.Reap{Warm: true, LaunchID: w.ID()}})
 		w.reapLaunch(hr, err, ex.ExecID)
 		return nil, err
 	}
-	res, err := w.h.conclude(ex, hr, q, time.Since(start), map[string]any{"warm": true, "launch_id": w.ID()})
+	res, err := w.h.conclude(ex, hr, q, time.Since(start), func(f *facts.Reap) { f.Warm, f.LaunchID = true, w.ID() })
 	w.reapLaunch(hr, err, ex.ExecID)
 	if err == nil && len(ex.Artifacts) > 0 {
 		w.h.collect(w.pw.ws, ex, res)
@@ -179,9 +180,9 @@ func (w *Warm) hand(ex Request, header []byte) error {
 			w.h.cfg.Log.Debug("reset the warm sandbox's memory peak", "exec_id", ex.ExecID, "err", err)
 		}
 	}
-	facts := map[string]any{"launch_id": w.ID(), "runtime": ex.Runtime, "files": len(ex.Files), "file_bytes": staged,
-		"limits": w.h.AppliedLimits(ex.Limits), "warm": true}
-	if err := w.h.audit(ex, audit.Record{Step: audit.StepWarmExec, OK: true, Facts: facts}); err != nil {
+	f := &facts.WarmExec{LaunchID: w.ID(), Runtime: ex.Runtime, Files: len(ex.Files), FileBytes: staged,
+		Limits: LimitsFacts(w.h.AppliedLimits(ex.Limits)), Warm: true}
+	if err := w.h.audit(ex, audit.Record{Step: audit.StepWarmExec, OK: true, Facts: f}); err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "the audit log cannot be written, so nothing runs", "check the audit log's disk and run `sandboxctl audit verify`", err)
 	}
 	hp := w.hp
@@ -257,16 +258,11 @@ func (w *Warm) awaitStarted(d time.Duration) {
 // reapLaunch ends the warm launch's own trail: how the sandbox ended and,
 // when a request took it, which exec (taken_by).
 func (w *Warm) reapLaunch(hr *helperRun, err error, takenBy string) {
-	facts := map[string]any{"warm": true}
-	if takenBy != "" {
-		facts["taken_by"] = takenBy
-	}
+	f := &facts.Reap{Warm: true, TakenBy: takenBy}
 	if hr != nil {
-		facts["stopped"] = hr.stop.String()
-		facts["pid_namespace_gone"] = hr.reaperGone
-		facts["cgroup_processes_left"] = hr.cgroupLeft
+		f.Stopped, f.PIDNamespaceGone, f.CgroupProcessesLeft = hr.stop.String(), hr.reaperGone, hr.cgroupLeft
 	}
-	r := audit.Record{Step: audit.StepReap, OK: err == nil, Facts: facts}
+	r := audit.Record{Step: audit.StepReap, OK: err == nil, Facts: f}
 	if err != nil {
 		r.Error = err.Error()
 	}

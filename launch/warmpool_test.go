@@ -74,7 +74,8 @@ var (
 func newTestPool(t *testing.T, size int, b *fakeBuilder, fp *atomic.Value) *WarmPool {
 	t.Helper()
 	fp.Store("fp1")
-	p := NewWarmPool(size, b.build, func() string { return fp.Load().(string) }, slog.New(slog.DiscardHandler))
+	p := NewWarmPool(WarmPoolConfig{Min: size, Max: size, Builders: 2, Build: b.build,
+		Fingerprint: func() string { return fp.Load().(string) }, Log: slog.New(slog.DiscardHandler)})
 	t.Cleanup(p.Close)
 	return p
 }

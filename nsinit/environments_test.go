@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/internal/testutil"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 	"github.com/sandboxd/sandboxd/nsinit/envtree"
 )
@@ -14,12 +15,7 @@ import (
 // TestCheckEnvironment runs as root (CheckRootOwned needs root-owned trees);
 // under CI=true not being root fails rather than skips.
 func TestCheckEnvironment(t *testing.T) {
-	if os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (root-owned environment trees)")
-		}
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t, "make root-owned environment trees")
 	dir, err := os.MkdirTemp("/tmp", "envcheck-")
 	if err != nil {
 		t.Fatal(err)

@@ -47,11 +47,12 @@ const (
 	DefaultMaxSessions         = 16
 	DefaultMaxConcurrentExecs  = 4
 	// DefaultWarmPool is the warm sandboxes kept per language (python,
-	// javascript): sized for a 2-core host, where a third idle interpreter
-	// buys no latency (one exec at a time per core takes one, a
-	// replacement is built while it runs).
+	// javascript), a fixed size: sized for a 2-core host, where a third
+	// idle interpreter buys no latency (one exec at a time per core takes
+	// one, a replacement is built while it runs). --warm-pool MIN:MAX
+	// lets the size follow the demand.
 	DefaultWarmPool = 2
-	// MaxWarmPool bounds --warm-pool: each warm sandbox is an idle
+	// MaxWarmPool bounds --warm-pool's cap: each warm sandbox is an idle
 	// interpreter (10-40 MiB) held under its own cgroup.
 	MaxWarmPool = 32
 	// DefaultHelperPool pre-starts two helpers: enough for concurrency 2
@@ -182,8 +183,10 @@ type Config struct {
 	MaxSessions        int
 	MaxConcurrentExecs int
 	// WarmPool is how many warm sandboxes are kept per language for
-	// one-shot execs (supervisor/warmpool.go); 0 disables the pool.
-	WarmPool int
+	// one-shot execs (supervisor/warmpool.go): a floor and a cap the size
+	// follows the demand between (equal: a fixed size); a cap of 0
+	// disables the pool.
+	WarmPool WarmPoolSize
 	// HelperPool keeps this many sandboxd-nsinit helpers pre-started
 	// (prelude done, in their own cgroup, waiting for a spec); 0: off.
 	HelperPool int
@@ -310,7 +313,7 @@ func Defaults() Config {
 		WorkspaceQuotaBytes:   DefaultWorkspaceQuotaBytes,
 		MaxSessions:           DefaultMaxSessions,
 		MaxConcurrentExecs:    DefaultMaxConcurrentExecs,
-		WarmPool:              DefaultWarmPool,
+		WarmPool:              WarmPoolSize{Min: DefaultWarmPool, Max: DefaultWarmPool},
 		HelperPool:            DefaultHelperPool,
 		MaxQueuedExecs:        DefaultMaxQueuedExecs,
 		CgroupParent:          "sandboxd",
@@ -438,7 +441,7 @@ func settings() []setting {
 		{"listen", "TCP listen address tcp://HOST:PORT besides the Unix socket (repeatable or comma list); callers authenticate with a bearer API key", func(c *Config) flag.Value { return &listenValue{p: &c.Listen} }},
 		{"e2b-listen", "HOST:PORT of an E2B-compatible listener (docs/E2B.md), off when empty; same API keys, TLS and caller limits as --listen", func(c *Config) flag.Value { return (*stringValue)(&c.E2BListen) }},
 		{"api-keys-file", "file of API keys for TCP callers, one name:key[:admin,egress] per line (root- or service-owned, mode 0600; reloaded on SIGHUP); make a key with openssl rand -hex 24", func(c *Config) flag.Value { return (*stringValue)(&c.APIKeysFile) }},
-		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback (trusted local dev box only)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
+		{"allow-no-auth", "let TCP listeners run without API keys; refused unless every --listen address is loopback; only for a machine where no browser runs (requests from web pages are refused, but every local process is the one anonymous caller)", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoAuth) }},
 		{"tls-cert", "TLS certificate (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSCert) }},
 		{"tls-key", "TLS private key (PEM) of the TCP listeners; reloaded on SIGHUP", func(c *Config) flag.Value { return (*stringValue)(&c.TLSKey) }},
 		{"tls-client-ca", "CA bundle (PEM); when set, TCP clients must present a certificate it signed", func(c *Config) flag.Value { return (*stringValue)(&c.TLSClientCA) }},
@@ -465,7 +468,7 @@ func settings() []setting {
 		{"max-sessions-per-caller", "most sessions one caller (uid) holds at once, beyond it 429; 0: half of --max-sessions", func(c *Config) flag.Value { return (*intValue)(&c.MaxSessionsPerCaller) }},
 		{"helper-pool", "sandboxd-nsinit helpers kept pre-started (namespaces made, capabilities dropped, in their own cgroup, waiting for a launch; replaced every 30 s); each launch takes one, which takes the helper's start-up and the cgroup v1 move off its latency; 0: off", func(c *Config) flag.Value { return (*intValue)(&c.HelperPool) }},
 		{"max-concurrent-execs", "most execs running at once; one caller (uid) holds at most this minus one", func(c *Config) flag.Value { return (*intValue)(&c.MaxConcurrentExecs) }},
-		{"warm-pool", "warm sandboxes kept per language (python, javascript) for one-shot execs: built ahead, each taken by one exec and destroyed after it; 0 disables", func(c *Config) flag.Value { return (*intValue)(&c.WarmPool) }},
+		{"warm-pool", "warm sandboxes kept per language (python, javascript) for one-shot execs: built ahead, each taken by one exec and destroyed after it; N keeps N, MIN:MAX sizes each language by its recent exec rate between MIN and MAX (idle ones above MIN are retired); 0 disables", func(c *Config) flag.Value { return &warmPoolValue{p: &c.WarmPool} }},
 		{"archive-backend", "where keyed sessions are archived when they end and restored from: local, s3 or none", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveBackend) }},
 		{"archive-dir", "directory of local session archives (restored by key); empty: <state-dir>/archives", func(c *Config) flag.Value { return (*stringValue)(&c.ArchiveDir) }},
 		{"s3-endpoint", "S3 API endpoint of the s3 archive backend, http(s)://host[:port] (AWS, MinIO, Ceph RGW...; path-style, SigV4)", func(c *Config) flag.Value { return (*stringValue)(&c.S3Endpoint) }},
@@ -488,8 +491,8 @@ func settings() []setting {
 		{"allow-no-cgroups", "start even where no delegated cgroup subtree is usable: memory, pids and CPU limits are then not enforced (health degraded, limits attested as 0); without it the supervisor refuses to start there", func(c *Config) flag.Value { return (*boolValue)(&c.AllowNoCgroups) }},
 		{"max-queued-execs", "most execs waiting for a slot (each waits up to its own timeout); beyond it 429 at once", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecs) }},
 		{"max-queued-execs-per-caller", "most execs of one caller (uid) waiting for a slot, beyond it 429 at once; 0: half of --max-queued-execs", func(c *Config) flag.Value { return (*intValue)(&c.MaxQueuedExecsPerCaller) }},
-		{"max-connections", "most API connections open at once; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnections) }},
-		{"max-connections-per-caller", "most API connections one caller (uid) holds open; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnectionsPerCaller) }},
+		{"max-connections", "most API connections open at once on each listener (the Unix socket and each --listen address have their own); a TCP listener's connections that have not yet sent an authenticated request may take a quarter of it, one address (IPv6: one /64) a quarter of that; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnections) }},
+		{"max-connections-per-caller", "most API connections one caller (uid or API key) holds open; the excess is answered 429 and closed", func(c *Config) flag.Value { return (*intValue)(&c.MaxConnectionsPerCaller) }},
 		{"caller-body-budget", "request-body bytes one caller (uid) may have in memory at once; beyond it 429 before the body is read (bytes, or with a suffix)", func(c *Config) flag.Value { return (*sizeValue)(&c.CallerBodyBudget) }},
 		{"idle-ttl", "default session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLSeconds) }},
 		{"idle-ttl-cap", "largest session idle TTL, in seconds", func(c *Config) flag.Value { return (*int64Value)(&c.IdleTTLCapSeconds) }},
@@ -726,8 +729,8 @@ func (c Config) validateCapacity(bad badFunc) {
 	if c.MaxQueuedExecs < 0 {
 		bad("max-queued-execs", "%d is negative", c.MaxQueuedExecs)
 	}
-	if c.WarmPool < 0 || c.WarmPool > MaxWarmPool {
-		bad("warm-pool", "%d is outside 0..%d", c.WarmPool, MaxWarmPool)
+	if err := c.WarmPool.Validate(); err != nil {
+		bad("warm-pool", "%v", err)
 	}
 	if c.MaxConcurrentExecs < 1 {
 		bad("max-concurrent-execs", "%d is below 1", c.MaxConcurrentExecs)
@@ -759,7 +762,7 @@ func (c Config) validateListen(bad badFunc, absPath func(flagName, p string)) {
 	}
 	if len(tcp) > 0 && c.APIKeysFile == "" {
 		if !c.AllowNoAuth {
-			bad("listen", "refusing to listen on TCP without API keys: set --api-keys-file (one name:key per line, mode 0600; make a key with `openssl rand -hex 24`), or, on a trusted local dev box only, --allow-no-auth with loopback addresses")
+			bad("listen", "refusing to listen on TCP without API keys: set --api-keys-file (one name:key per line, mode 0600; make a key with `openssl rand -hex 24`), or, on a machine where no browser runs, --allow-no-auth with loopback addresses")
 		}
 		for _, l := range tcp {
 			if c.AllowNoAuth && !IsLoopbackListen(l) {
@@ -867,6 +870,8 @@ func SettingDocs() []SettingDoc {
 			kind = "id list"
 		case *listenValue:
 			kind = "address list"
+		case *warmPoolValue:
+			kind = "N or MIN:MAX"
 		}
 		out = append(out, SettingDoc{Flag: s.name, Env: EnvName(s.name), Usage: s.usage, Kind: kind, Default: v.String()})
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -82,7 +83,7 @@ type Decision struct {
 	Environment api.Environment
 	// Facts are the decide record's facts. On a refusal they hold what was
 	// learned before it, so the record says how far the request got.
-	Facts map[string]any
+	Facts *facts.Decide
 }
 
 // Decide is the decide step of the launch sequence: it turns a decoded exec
@@ -96,46 +97,47 @@ type Decision struct {
 // code, timeout, files, env, artifacts, network, environment.
 func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 	r := req.Exec
-	facts := map[string]any{"session": req.Session}
-	refuse := func(err error) (Decision, error) { return Decision{Facts: facts}, err }
+	f := &facts.Decide{Session: req.Session}
+	refuse := func(err error) (Decision, error) { return Decision{Facts: f}, err }
 
 	runtime, err := Runtime(r.Language)
 	if err != nil {
 		return refuse(err)
 	}
-	facts["runtime"] = runtime
+	f.Runtime = runtime
 	mode, err := Mode(r.Mode, runtime, req.Session)
 	if err != nil {
 		return refuse(err)
 	}
-	facts["mode"] = mode
+	f.Mode = mode
 	inputs, err := Entrypoint(r.Entrypoint, r.Inputs, runtime)
 	if err != nil {
 		return refuse(err)
 	}
 	if r.Entrypoint != "" {
-		facts["entrypoint"] = r.Entrypoint
-		facts["inputs_bytes"] = len(inputs)
+		n := len(inputs)
+		f.Entrypoint, f.InputsBytes = r.Entrypoint, &n
 	}
 
-	if err := decideCode(r.Code, cfg, facts); err != nil {
+	if err := decideCode(r.Code, cfg, f); err != nil {
 		return refuse(err)
 	}
 	timeout, err := ClampTimeout(r.TimeoutMS, req.Session, cfg)
 	if err != nil {
 		return refuse(err)
 	}
-	facts["file_count"] = len(r.Files)
+	fileCount := len(r.Files)
+	f.FileCount = &fileCount
 	files, fileBytes, err := DecodeFiles(r.Files, cfg.WorkspaceQuotaBytes)
 	if err != nil {
 		return refuse(err)
 	}
-	facts["file_bytes"] = fileBytes
-	envFacts(r.Env, cfg.AuditEnvValues, facts)
+	f.FileBytes = &fileBytes
+	envFacts(r.Env, cfg.AuditEnvValues, f)
 	if err := ValidateEnv(r.Env); err != nil {
 		return refuse(err)
 	}
-	facts["artifacts"] = r.Artifacts
+	f.Artifacts = r.Artifacts
 	if err := validateArtifacts(r.Artifacts); err != nil {
 		return refuse(err)
 	}
@@ -143,22 +145,22 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	facts["network"] = network
-	environment, err := decideEnvironment(req, runtime, cfg, facts)
+	f.Network = network
+	environment, err := decideEnvironment(req, runtime, cfg, f)
 	if err != nil {
 		return refuse(err)
 	}
 
 	limits := cfg.Limits(timeout)
-	facts["limits"] = limits
-	facts["stdin_bytes"] = len(r.Stdin)
+	decided, stdinBytes := facts.Limits(limits), len(r.Stdin)
+	f.Limits, f.StdinBytes = &decided, &stdinBytes
 	env := r.Env
 	if env == nil {
 		env = map[string]string{}
 	}
 	return Decision{
 		Runtime: runtime, Code: r.Code, Stdin: []byte(r.Stdin), Files: files, FileBytes: fileBytes,
-		Env: env, Limits: limits, Artifacts: r.Artifacts, Network: network, Environment: environment, Facts: facts,
+		Env: env, Limits: limits, Artifacts: r.Artifacts, Network: network, Environment: environment, Facts: f,
 		Mode: mode, Entrypoint: r.Entrypoint, Inputs: inputs,
 	}, nil
 }
@@ -166,8 +168,9 @@ func Decide(req Request, caller Caller, cfg Config) (Decision, error) {
 // decideCode checks the program text: not empty, within the operator's
 // size limit (413 above it), and free of NUL, which would cut the code
 // file short in ways that differ between runtimes.
-func decideCode(code string, cfg Config, facts map[string]any) error {
-	facts["code_bytes"] = len(code)
+func decideCode(code string, cfg Config, f *facts.Decide) error {
+	n := len(code)
+	f.CodeBytes = &n
 	if code == "" {
 		return invalid("code is required and must not be empty")
 	}
@@ -178,21 +181,18 @@ func decideCode(code string, cfg Config, facts map[string]any) error {
 		return invalid("code contains a NUL byte")
 	}
 	sum := sha256.Sum256([]byte(code))
-	facts["code_sha256"] = hex.EncodeToString(sum[:])
+	f.CodeSHA256 = hex.EncodeToString(sum[:])
 	return nil
 }
 
 // envFacts records the env's names, and its values only when the operator
 // asked for them (--audit-env-values): values may be secrets and the audit
 // log outlives them.
-func envFacts(env map[string]string, values bool, facts map[string]any) {
-	facts["env_names"] = slices.AppendSeq(make([]string, 0, len(env)), maps.Keys(env))
-	slices.Sort(facts["env_names"].([]string))
-	facts["env_values_recorded"] = values
+func envFacts(env map[string]string, values bool, f *facts.Decide) {
+	f.EnvNames = slices.Sorted(maps.Keys(env))
+	f.EnvValuesRecorded = &values
 	if values {
-		v := make(map[string]string, len(env))
-		maps.Copy(v, env)
-		facts["env"] = v
+		f.Env = maps.Clone(env)
 	}
 }
 

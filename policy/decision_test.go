@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -123,7 +124,7 @@ func TestDecideRefusals(t *testing.T) {
 			if d.Runtime != "" || d.Files != nil || d.Env != nil || d.Limits != (Limits{}) {
 				t.Fatalf("a refusal carries a launch: %+v", d)
 			}
-			if d.Facts == nil || d.Facts["session"] != req.Session {
+			if d.Facts == nil || d.Facts.Session != req.Session {
 				t.Fatalf("a refusal carries no facts: %v", d.Facts)
 			}
 		})
@@ -153,17 +154,17 @@ func TestDecideClamps(t *testing.T) {
 			}
 		}},
 		{"network absent: none", func(r *Request, _ *Config) { r.Exec.Network = "" }, func(t *testing.T, d Decision) {
-			if d.Network != NetworkNone || d.Facts["network"] != NetworkNone {
+			if d.Network != NetworkNone || d.Facts.Network != NetworkNone {
 				t.Fatalf("network %q", d.Network)
 			}
 		}},
 		{"env absent: empty, never nil", func(r *Request, _ *Config) { r.Exec.Env = nil }, func(t *testing.T, d Decision) {
-			if d.Env == nil || len(d.Env) != 0 || !reflect.DeepEqual(d.Facts["env_names"], []string{}) {
-				t.Fatalf("env %v, names %#v", d.Env, d.Facts["env_names"])
+			if d.Env == nil || len(d.Env) != 0 || len(d.Facts.EnvNames) != 0 {
+				t.Fatalf("env %v, names %#v", d.Env, d.Facts.EnvNames)
 			}
 		}},
 		{"files absent", func(r *Request, _ *Config) { r.Exec.Files = nil }, func(t *testing.T, d Decision) {
-			if len(d.Files) != 0 || d.FileBytes != 0 || d.Facts["file_count"] != 0 {
+			if len(d.Files) != 0 || d.FileBytes != 0 || d.Facts.FileCount == nil || *d.Facts.FileCount != 0 {
 				t.Fatalf("files %v", d.Files)
 			}
 		}},
@@ -188,7 +189,7 @@ func TestDecideClamps(t *testing.T) {
 			}
 		}},
 		{"env values recorded only when the operator asks", func(r *Request, cfg *Config) { cfg.AuditEnvValues = true }, func(t *testing.T, d Decision) {
-			if !reflect.DeepEqual(d.Facts["env"], map[string]string{"MODE": "x", "API_TOKEN": "s3cret"}) || d.Facts["env_values_recorded"] != true {
+			if !reflect.DeepEqual(d.Facts.Env, map[string]string{"MODE": "x", "API_TOKEN": "s3cret"}) || d.Facts.EnvValuesRecorded == nil || !*d.Facts.EnvValuesRecorded {
 				t.Fatalf("facts %v", d.Facts)
 			}
 		}},
@@ -218,13 +219,13 @@ func TestDecideAccepts(t *testing.T) {
 		Runtime: "python", Code: "print(1)", Stdin: []byte("in"),
 		Files: []StagedFile{{Path: "data/in.csv", Content: []byte("a,b\n")}}, FileBytes: 4,
 		Env: req.Exec.Env, Limits: cfg.Limits(1500), Artifacts: []string{"outputs/*.png"}, Network: "none", Mode: "process",
-		Facts: map[string]any{
-			"session": false, "runtime": "python", "mode": "process", "code_bytes": 8,
-			"code_sha256": "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99", // sha256("print(1)")
-			"file_count":  1, "file_bytes": int64(4),
-			"env_names": []string{"API_TOKEN", "MODE"}, "env_values_recorded": false,
-			"artifacts": []string{"outputs/*.png"}, "network": "none",
-			"limits": cfg.Limits(1500), "stdin_bytes": 2,
+		Facts: &facts.Decide{
+			Runtime: "python", Mode: "process", CodeBytes: ptr(8),
+			CodeSHA256: "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99", // sha256("print(1)")
+			FileCount:  ptr(1), FileBytes: ptr[int64](4),
+			EnvNames: []string{"API_TOKEN", "MODE"}, EnvValuesRecorded: ptr(false),
+			Artifacts: []string{"outputs/*.png"}, Network: "none",
+			Limits: ptr(facts.Limits(cfg.Limits(1500))), StdinBytes: ptr(2),
 		},
 	}
 	if !reflect.DeepEqual(d, want) {
@@ -285,7 +286,7 @@ func TestDecideNetwork(t *testing.T) {
 		}
 	}
 	d, err := Decide(Request{Exec: func() api.ExecRequest { r := goodRequest().Exec; r.Network = "egress"; return r }()}, Caller{UID: 1000}, on)
-	if err != nil || d.Network != NetworkEgress || d.Facts["network"] != NetworkEgress {
+	if err != nil || d.Network != NetworkEgress || d.Facts.Network != NetworkEgress {
 		t.Errorf("an allowed egress request: %v %+v", err, d)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // Environments is the catalog of named environments the supervisor read
@@ -89,13 +90,13 @@ func ValidateSessionEnvironment(name string, envs Environments) error {
 }
 
 // decideEnvironment is Decide's environment rule.
-func decideEnvironment(req Request, runtime string, cfg Config, facts map[string]any) (api.Environment, error) {
+func decideEnvironment(req Request, runtime string, cfg Config, f *facts.Decide) (api.Environment, error) {
 	e, err := ResolveEnvironment(req.Exec.Environment, req.SessionEnvironment, runtime, cfg.Environments)
 	if err != nil {
 		return e, err
 	}
 	if e.Name != "" {
-		facts["environment"], facts["environment_digest"] = e.Name, e.Digest
+		f.Environment, f.EnvironmentDigest = e.Name, e.Digest
 	}
 	return e, nil
 }

@@ -50,7 +50,7 @@ func TestDecideEnvironment(t *testing.T) {
 			if d.Environment.Name != tc.want {
 				t.Fatalf("environment %q, want %q", d.Environment.Name, tc.want)
 			}
-			if tc.want != "" && (d.Facts["environment"] != tc.want || d.Facts["environment_digest"] != d.Environment.Digest) {
+			if tc.want != "" && (d.Facts.Environment != tc.want || d.Facts.EnvironmentDigest != d.Environment.Digest) {
 				t.Fatalf("facts %v", d.Facts)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +77,11 @@ type Overrides struct {
 	// S3 holds the archive_s3_* settings as text (path style as
 	// "true"/"false"); a present "" prefix is an override too.
 	S3 map[string]string `json:"s3,omitempty"`
+	// SetBy is, per overridden setting, the caller identity that set it
+	// (launch.Caller.ID: "key:alice", "uid:0"), so that a setting whose
+	// setter loses its admin key can be found (Revoked). A setting
+	// persisted before setters were recorded has none.
+	SetBy map[string]string `json:"set_by,omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -85,10 +91,10 @@ func (o Overrides) Clone() Overrides {
 		c.Ints[k] = v
 	}
 	if o.S3 != nil {
-		c.S3 = map[string]string{}
-		for k, v := range o.S3 {
-			c.S3[k] = v
-		}
+		c.S3 = maps.Clone(o.S3)
+	}
+	if o.SetBy != nil {
+		c.SetBy = maps.Clone(o.SetBy)
 	}
 	return c
 }
@@ -131,8 +137,10 @@ func settingInvalid(format string, args ...any) error {
 // (null resets a key to the operator's value), checked against op, the
 // operator's configuration: unknown keys, wrong types and values out of
 // range or above their cap are refused (errdefs.ErrInvalid) with a message
-// naming the key and the cap; nothing is clamped silently.
-func ApplyPatch(op Config, cur Overrides, patch []byte) (Overrides, error) {
+// naming the key and the cap; nothing is clamped silently. Each key the
+// patch sets is recorded as set by setBy, the caller's identity; a reset
+// key loses its setter.
+func ApplyPatch(op Config, cur Overrides, patch []byte, setBy string) (Overrides, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(patch))
 	if err := dec.Decode(&raw); err != nil {
@@ -154,6 +162,7 @@ func ApplyPatch(op Config, cur Overrides, patch []byte) (Overrides, error) {
 		if err := applyOne(op, &next, k, raw[k]); err != nil {
 			return cur, err
 		}
+		next.recordSetter(k, setBy, isNull(raw[k]))
 	}
 	if err := checkCross(op, Effective(op, next)); err != nil {
 		return cur, err
@@ -235,6 +244,7 @@ func Reclamp(op Config, o Overrides) (Overrides, []string) {
 		}
 	}
 	notes = append(notes, reclampArchive(op, o, &out)...)
+	out.keepSetters(o)
 	if e := Effective(op, out); e.ExecTimeoutMS > e.ExecTimeoutMaxMS {
 		out.Ints[SettingExecTimeout] = e.ExecTimeoutMaxMS
 		notes = append(notes, fmt.Sprintf("%s lowered to %s %d", SettingExecTimeout, SettingExecTimeoutMax, e.ExecTimeoutMaxMS))
@@ -248,6 +258,7 @@ type SettingState struct {
 	Value  any
 	Cap    any
 	Source string
+	SetBy  string // who set an admin override ("" when unknown or not an override)
 }
 
 // SettingStates describes every live setting: its effective value, its cap
@@ -273,6 +284,9 @@ func SettingStates(def, op Config, o Overrides) []SettingState {
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	for i := range out {
 		out[i].Value = RedactSetting(out[i].Key, out[i].Value)
+		if out[i].Source == SourceAdmin {
+			out[i].SetBy = o.SetBy[out[i].Key]
+		}
 	}
 	return out
 }

@@ -60,7 +60,7 @@ func TestApplyPatchArchive(t *testing.T) {
 			if tc.op != nil {
 				tc.op(&op)
 			}
-			next, err := ApplyPatch(op, Overrides{}, []byte(tc.patch))
+			next, err := ApplyPatch(op, Overrides{}, []byte(tc.patch), "uid:0")
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -81,7 +81,7 @@ func TestApplyPatchArchive(t *testing.T) {
 // is dropped, and with it an s3 backend that needed it.
 func TestReclampArchive(t *testing.T) {
 	op := archiveOp()
-	ov, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_backend":"s3","archive_s3_endpoint":"http://127.0.0.1:7070","archive_s3_prefix":"p/"}`))
+	ov, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_backend":"s3","archive_s3_endpoint":"http://127.0.0.1:7070","archive_s3_prefix":"p/"}`), "uid:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +144,11 @@ func TestAdminArchiveFlags(t *testing.T) {
 // is dropped at start, with a note.
 func TestArchiveBucketIsCapped(t *testing.T) {
 	op := archiveOp()
-	_, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_s3_bucket":"attacker-bucket"}`))
+	_, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_s3_bucket":"attacker-bucket"}`), "uid:0")
 	if err == nil || !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "archives") {
 		t.Errorf("a bucket the operator did not list: %v, want 400 naming the operator's bucket", err)
 	}
-	if _, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_s3_bucket":"archives"}`)); err != nil {
+	if _, err := ApplyPatch(op, Overrides{}, []byte(`{"archive_s3_bucket":"archives"}`), "uid:0"); err != nil {
 		t.Errorf("the operator's own bucket: %v", err)
 	}
 	persisted := Overrides{S3: map[string]string{SettingS3Bucket: "attacker-bucket", SettingS3Prefix: "p/"}}

@@ -62,7 +62,7 @@ func TestApplyPatchValidation(t *testing.T) {
 			if tc.op != nil {
 				op = *tc.op
 			}
-			_, err := ApplyPatch(op, Overrides{}, []byte(tc.patch))
+			_, err := ApplyPatch(op, Overrides{}, []byte(tc.patch), "uid:0")
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -81,11 +81,11 @@ func TestApplyPatchValidation(t *testing.T) {
 
 func TestApplyPatchKeepsOldOnError(t *testing.T) {
 	op := opConfig()
-	cur, err := ApplyPatch(op, Overrides{}, []byte(`{"max_sessions": 2}`))
+	cur, err := ApplyPatch(op, Overrides{}, []byte(`{"max_sessions": 2}`), "uid:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ApplyPatch(op, cur, []byte(`{"max_sessions": 1, "bogus": 1}`))
+	got, err := ApplyPatch(op, cur, []byte(`{"max_sessions": 1, "bogus": 1}`), "uid:0")
 	if err == nil || got.Ints[SettingMaxSessions] != 2 || cur.Ints[SettingMaxSessions] != 2 {
 		t.Fatalf("a refused patch changed something: %v %+v %+v", err, got, cur)
 	}
@@ -129,7 +129,7 @@ func TestEffectiveAndReclamp(t *testing.T) {
 
 func TestSettingStates(t *testing.T) {
 	op := opConfig()
-	ov, err := ApplyPatch(op, Overrides{}, []byte(`{"max_sessions": 2}`))
+	ov, err := ApplyPatch(op, Overrides{}, []byte(`{"max_sessions": 2}`), "uid:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestSettingStates(t *testing.T) {
 		t.Fatalf("states %v, keys %v", got, SettingKeys())
 	}
 	for key, want := range map[string]SettingState{
-		SettingMaxSessions:    {Key: SettingMaxSessions, Value: int64(2), Cap: int64(8), Source: SourceAdmin},
+		SettingMaxSessions:    {Key: SettingMaxSessions, Value: int64(2), Cap: int64(8), Source: SourceAdmin, SetBy: "uid:0"},
 		SettingExecTimeout:    {Key: SettingExecTimeout, Value: int64(20000), Cap: int64(20000), Source: SourceFlag},
 		SettingArchiveBackend: {Key: SettingArchiveBackend, Value: "local", Cap: "local|none", Source: SourceDefault},
 	} {

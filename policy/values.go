@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -295,4 +296,62 @@ func IsLoopbackListen(s string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// WarmPoolSize is --warm-pool: the floor and the cap of the warm
+// sandboxes kept per language. Min = Max is a fixed size; Max 0 disables
+// the pool.
+type WarmPoolSize struct{ Min, Max int }
+
+// String is the flag's syntax: "N" for a fixed size, "MIN:MAX" otherwise.
+func (w WarmPoolSize) String() string {
+	if w.Min == w.Max {
+		return strconv.Itoa(w.Max)
+	}
+	return strconv.Itoa(w.Min) + ":" + strconv.Itoa(w.Max)
+}
+
+// Validate checks 0 <= Min <= Max <= MaxWarmPool.
+func (w WarmPoolSize) Validate() error {
+	switch {
+	case w.Min < 0 || w.Max < 0:
+		return errors.New("negative")
+	case w.Min > w.Max:
+		return errors.New("MIN above MAX")
+	case w.Max > MaxWarmPool:
+		return fmt.Errorf("above %d", MaxWarmPool)
+	}
+	return nil
+}
+
+// ParseWarmPoolSize parses "N" (N:N) or "MIN:MAX"; Validate checks the range.
+func ParseWarmPoolSize(s string) (WarmPoolSize, error) {
+	lo, hi, pair := strings.Cut(strings.TrimSpace(s), ":")
+	if !pair {
+		hi = lo
+	}
+	minN, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	maxN, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	if err1 != nil || err2 != nil {
+		return WarmPoolSize{}, fmt.Errorf("want N or MIN:MAX (integers), got %q", s)
+	}
+	return WarmPoolSize{Min: minN, Max: maxN}, nil
+}
+
+type warmPoolValue struct{ p *WarmPoolSize }
+
+func (v *warmPoolValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return v.p.String()
+}
+
+func (v *warmPoolValue) Set(s string) error {
+	w, err := ParseWarmPoolSize(s)
+	if err != nil {
+		return err
+	}
+	*v.p = w
+	return nil
 }

@@ -66,6 +66,9 @@ type Session struct {
 	drained    chan struct{} // closed when busy drops to 0 while deleting
 }
 
+// OwnerID is the session owner's identity ("uid:N" or "key:<name>").
+func (s *Session) OwnerID() string { return s.owner() }
+
 // owner is the session owner's identity.
 func (s *Session) owner() string {
 	if s.Owner != "" {
@@ -259,6 +262,11 @@ func (st *Store) persist(s *Session) error {
 	return nil
 }
 
+// audit writes a record of one of the session steps (session.create,
+// .restore, .archive, .delete, .archive_removed). Their facts are a map:
+// audit/facts types the steps of an exec's launch, which `audit verify`
+// decodes strictly; the session steps are outside that schema (read
+// untyped, facts.ErrUntyped), so there is no struct to build yet.
 func (st *Store) audit(step string, s *Session, caller launch.Caller, ok bool, errMsg string, facts map[string]any) {
 	if st.cfg.Sink == nil {
 		return

@@ -1,7 +1,7 @@
 package supervisor
 
-// Authentication of TCP callers: a request on a TCP listener
-// names its caller with "Authorization: Bearer <key>", checked against the
+// Authentication of TCP callers: a request on a TCP listener names its
+// caller with "Authorization: Bearer <key>", checked against the
 // operator's keys file (package apikey). A Unix-socket request is judged by
 // its peer credentials as before and never reads the header.
 //
@@ -9,7 +9,9 @@ package supervisor
 // arrival, with one message whatever was wrong (no header, another scheme,
 // a wrong key), so neither the answer nor its time tells an attacker which
 // part was wrong; and the address's failures are counted, past a bound a
-// 429 without even comparing (authFailures).
+// 429 without even comparing (authFailures). Only an address's own
+// failures ever refuse it: the table of counts evicts when full, it never
+// makes addresses share a count.
 
 import (
 	"context"
@@ -24,6 +26,8 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
 )
 
@@ -37,9 +41,10 @@ const (
 	// the address is answered 429 until the window ends.
 	authFailLimit  = 10
 	authFailWindow = time.Minute
-	// authFailTable bounds the addresses tracked; beyond it new addresses
-	// share one overflow entry (fail closed: a flood of addresses rate-
-	// limits itself, it cannot evict a guesser's count).
+	// authFailTable bounds the addresses tracked. A new address in a full
+	// table evicts the entry with the fewest failures, so a flood of
+	// addresses failing once each cannot evict a guesser's count, and no
+	// address is ever judged by another's failures.
 	authFailTable = 4096
 )
 
@@ -106,14 +111,17 @@ func bearer(r *http.Request) (string, bool) {
 func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer) (*http.Request, bool) {
 	start := time.Now()
 	auth := s.auth.Load()
+	if err := browserRefusal(r, auth == nil || auth.Keys == nil); err != nil {
+		s.refuseBrowser(w, r, p, err)
+		return nil, false
+	}
 	if auth == nil || auth.Keys == nil {
-		c := launch.Caller{UID: -1, GID: -1, PID: -1, Key: noAuthKeyName}
-		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
+		return s.admitTCPCaller(w, r, p, launch.Caller{UID: -1, GID: -1, PID: -1, Key: noAuthKeyName})
 	}
 	who := failKey(p.addr)
 	if wait, limited := s.authFails.limited(who, start); limited {
-		s.refuseAuth(w, r, p, apiErrRetry(api.CodeLimitExceeded,
-			"too many failed authentication attempts from this address; retry later", wait), "rate_limited")
+		s.refuseAuth(w, r, p, retryAfter(toAPI(errdefs.New(errdefs.ErrResourceExhausted,
+			"too many failed authentication attempts from this address; retry later", "", nil)), wait), "rate_limited")
 		return nil, false
 	}
 	tok, _ := bearer(r)
@@ -122,7 +130,7 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 	k, ok := auth.Keys.Match(tok)
 	if ok {
 		c := launch.Caller{UID: -1, GID: -1, PID: -1, Key: k.Name, Admin: k.Admin, Egress: k.Egress}
-		return r.WithContext(context.WithValue(r.Context(), peerKey{}, peer{caller: c, tcp: true, addr: p.addr})), true
+		return s.admitTCPCaller(w, r, p, c)
 	}
 	s.authFails.fail(who, start)
 	if d := s.authFailDelay - time.Since(start); d > 0 {
@@ -133,12 +141,27 @@ func (s *Server) authenticateTCP(w http.ResponseWriter, r *http.Request, p peer)
 			t.Stop()
 		}
 	}
-	s.refuseAuth(w, r, p, apiErr(api.CodeUnauthenticated, unauthenticatedMsg), "bad_key")
+	s.refuseAuth(w, r, p, toAPI(errdefs.New(errdefs.ErrUnauthenticated, unauthenticatedMsg, "", nil)), "bad_key")
 	return nil, false
 }
 
-func apiErrRetry(code api.ErrorCode, msg string, wait time.Duration) *APIError {
-	e := apiErr(code, msg)
+// admitTCPCaller attaches the authenticated caller c to r and moves its
+// connection from the listener's unauthenticated budget to c's share
+// (callerLimits.authenticated); a caller over its share is answered 429.
+func (s *Server) admitTCPCaller(w http.ResponseWriter, r *http.Request, p peer, c launch.Caller) (*http.Request, bool) {
+	if err := s.limits.authenticated(p.conn, c.ID()); err != nil {
+		e := toAPI(err)
+		s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, e, &facts.Accept{Method: r.Method, Path: r.URL.Path}))
+		w.Header().Set("Connection", "close")
+		writeError(w, e)
+		return nil, false
+	}
+	p.caller, p.err = c, nil
+	return r.WithContext(context.WithValue(r.Context(), peerKey{}, p)), true
+}
+
+// retryAfter sets e's Retry-After to wait, in whole seconds (at least 1).
+func retryAfter(e *APIError, wait time.Duration) *APIError {
 	e.RetryAfter = max(1, int((wait+time.Second-1)/time.Second))
 	return e
 }
@@ -148,14 +171,17 @@ func apiErrRetry(code api.ErrorCode, msg string, wait time.Duration) *APIError {
 // presented key.
 func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, p peer, e *APIError, why string) {
 	caller := launch.Caller{UID: -1, GID: -1, PID: -1}
-	rec := s.record(newExecID(), audit.StepAccept, caller, e, map[string]any{
-		"method": r.Method, "path": r.URL.Path, "remote_addr": p.addr, "auth": why,
+	rec := s.record(newExecID(), audit.StepAccept, caller, e, &facts.Accept{
+		Method: r.Method, Path: r.URL.Path, RemoteAddr: p.addr, Auth: why,
 	})
 	s.auditRefusalAs(refusalKey(rec, p.addr), rec)
 	s.log.Info("request unauthenticated", "remote_addr", p.addr, "method", r.Method, "path", r.URL.Path, "reason", why)
 	if e.Code == api.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
 	}
+	// A peer that has not authenticated keeps no idle connection: it would
+	// hold a place in the listener's unauthenticated budget for nothing.
+	w.Header().Set("Connection", "close")
 	writeError(w, e)
 }
 
@@ -190,59 +216,58 @@ type failWindow struct {
 	n     int
 }
 
-const overflowAddr = "(overflow)"
-
 func newAuthFailures(limit int, window time.Duration, max int) *authFailures {
 	return &authFailures{limit: limit, window: window, max: max, m: map[string]*failWindow{}}
 }
 
-// limited reports whether addr is over its failures and for how long.
+// limited reports whether addr is over its own failures and for how long.
+// An address without an entry is never limited, however full the table.
 func (a *authFailures) limited(addr string, now time.Time) (time.Duration, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w := a.m[addr]
-	if w == nil && len(a.m) >= a.max-1 {
-		w = a.m[overflowAddr] // a new address while the table is full
-	}
-	if w == nil {
+	if w == nil || now.Sub(w.start) >= a.window || w.n < a.limit {
 		return 0, false
 	}
-	if now.Sub(w.start) >= a.window {
-		return 0, false
-	}
-	if w.n >= a.limit {
-		return a.window - now.Sub(w.start), true
-	}
-	return 0, false
+	return a.window - now.Sub(w.start), true
 }
 
-// fail counts a failure of addr.
+// fail counts a failure of addr, making room in a full table first.
 func (a *authFailures) fail(addr string, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w := a.m[addr]
 	if w == nil {
-		// One place stays for the overflow entry.
-		if len(a.m) >= a.max-1 {
-			for k, v := range a.m { // drop ended windows first
-				if now.Sub(v.start) >= a.window {
-					delete(a.m, k)
-				}
-			}
+		if len(a.m) >= a.max {
+			a.evict(now)
 		}
-		if len(a.m) >= a.max-1 {
-			addr = overflowAddr
-			w = a.m[addr]
-		}
-		if w == nil {
-			w = &failWindow{start: now}
-			a.m[addr] = w
-		}
+		w = &failWindow{start: now}
+		a.m[addr] = w
 	}
 	if now.Sub(w.start) >= a.window {
 		w.start, w.n = now, 0
 	}
 	w.n++
+}
+
+// evict drops the ended windows or, when none has ended, the entry with
+// the fewest failures (the oldest of those): losing it forgets the least.
+// A flood of fresh addresses thus evicts its own entries, not a guesser's.
+func (a *authFailures) evict(now time.Time) {
+	var victim string
+	var vw *failWindow
+	for k, w := range a.m {
+		if now.Sub(w.start) >= a.window {
+			delete(a.m, k)
+			continue
+		}
+		if vw == nil || w.n < vw.n || w.n == vw.n && w.start.Before(vw.start) {
+			victim, vw = k, w
+		}
+	}
+	if len(a.m) >= a.max && vw != nil {
+		delete(a.m, victim)
+	}
 }
 
 // size is the number of addresses tracked (tests).
@@ -265,4 +290,79 @@ func (a Auth) String() string {
 		return "none"
 	}
 	return fmt.Sprintf("%d api keys", a.Keys.Len())
+}
+
+// StepKeysReload is the audit step of a reload of the keys file (SIGHUP):
+// ok with the key names now in force, or failed with the reason, when the
+// keys in force before stay.
+const StepKeysReload = "keys.reload"
+
+// keysStatus is what GET /v1/health tells of the keys file: when its keys
+// were loaded, and the last reload that failed since then.
+type keysStatus struct {
+	mu        sync.Mutex
+	loaded    bool
+	loadedAt  time.Time
+	count     int
+	lastErr   string
+	lastErrAt time.Time
+}
+
+// LoadKeys reads the keys file at path and makes its keys the TCP
+// listeners' keys (SetAuth). A file that fails validation changes nothing;
+// the error says why. Use it at start; ReloadKeys on SIGHUP.
+func (s *Server) LoadKeys(path string) error {
+	keys, err := apikey.Load(path, s.selfUID)
+	if err != nil {
+		return err
+	}
+	s.SetAuth(Auth{Keys: keys})
+	s.keys.mu.Lock()
+	s.keys.loaded, s.keys.loadedAt, s.keys.count = true, time.Now().UTC(), keys.Len()
+	s.keys.lastErr, s.keys.lastErrAt = "", time.Time{}
+	s.keys.mu.Unlock()
+	s.log.Info("api keys loaded", "file", path, "names", keys.Names())
+	return nil
+}
+
+// ReloadKeys is LoadKeys for a reload: a file that fails validation keeps
+// the keys in force — including any the new file meant to revoke, which the
+// operator must hear about — so the failure is logged as an error, audited
+// (a failed keys.reload record) and shown in GET /v1/health until a reload
+// succeeds. A reload that succeeds is audited with the names in force.
+func (s *Server) ReloadKeys(path string) error {
+	err := s.LoadKeys(path)
+	facts := map[string]any{"file": path, "trigger": "SIGHUP"}
+	if err != nil {
+		s.log.Error("API keys not reloaded; the keys loaded before stay in force, including any the file meant to revoke", "file", path, "err", err)
+		s.keys.mu.Lock()
+		s.keys.lastErr, s.keys.lastErrAt = err.Error(), time.Now().UTC()
+		s.keys.mu.Unlock()
+	} else if a := s.auth.Load(); a != nil && a.Keys != nil {
+		facts["names"] = a.Keys.Names()
+	}
+	rec := s.record(newExecID(), StepKeysReload, launch.Caller{UID: -1, GID: -1, PID: -1}, nil, facts)
+	if err != nil {
+		rec.OK, rec.Error = false, err.Error()
+	}
+	if aerr := s.writeAudit(rec); aerr != nil {
+		s.log.Error("audit write failed for a keys reload", "err", aerr)
+	}
+	return err
+}
+
+// keysHealth is the keys section of GET /v1/health; nil without a keys
+// file (no TCP listener, or --allow-no-auth).
+func (s *Server) keysHealth() *api.KeysHealth {
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if !s.keys.loaded {
+		return nil
+	}
+	h := &api.KeysHealth{LoadedAt: s.keys.loadedAt, Keys: s.keys.count, LastReloadError: s.keys.lastErr}
+	if s.keys.lastErr != "" {
+		at := s.keys.lastErrAt
+		h.LastReloadErrorAt = &at
+	}
+	return h
 }

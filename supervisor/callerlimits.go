@@ -4,11 +4,17 @@ package supervisor
 // another"): how many connections one caller holds open, and how many
 // request-body bytes it may have in memory at once. A caller is an identity
 // (Caller.ID): "uid:N" for a Unix-socket peer, "key:<name>" for an API key.
-// A TCP connection is counted at accept, before any request names its key,
-// under its remote address ("addr:<ip>"). Both act before any
-// handler reads a byte of the request, so a hostile caller spends its own
-// share and nobody else's. The exec queue share is package admission's; the
-// session share is the SessionStore's.
+// Both act before any handler reads a byte of the request, so a hostile
+// caller spends its own share and nobody else's. The exec queue share is
+// package admission's; the session share is the SessionStore's.
+//
+// Connections are budgeted per listener: the Unix socket and each TCP
+// listener hold at most --max-connections each, so no TCP peer can take
+// the local callers' connections. A TCP connection is accepted before any
+// request names its key; until one does it is unauthenticated and counted
+// in its listener's small unauthenticated budget, under its remote address
+// (an IPv4 address, an IPv6 /64), and moves to its key's share at its
+// first authenticated request.
 
 import (
 	"errors"
@@ -23,6 +29,8 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
 )
 
@@ -37,21 +45,43 @@ const connRefusalWriteTimeout = 100 * time.Millisecond
 // Reasons a connection is refused, the label values of
 // sandboxd_connections_refused_total.
 const (
-	connRefusedCaller = "caller" // the caller holds its share already
-	connRefusedGlobal = "global" // the supervisor holds the global maximum
+	connRefusedCaller = "caller" // the caller (or the unauthenticated address) holds its share already
+	connRefusedGlobal = "global" // the listener holds its maximum
+	// the TCP listener's connections without an authenticated request
+	// hold their budget
+	connRefusedUnauthenticated = "unauthenticated"
 )
+
+// unixPool is the connection budget of the Unix socket; a TCP listener's
+// is named by tcpPool.
+const unixPool = "unix"
+
+// connEntry is an admitted connection: the budget it counts in and the
+// identity whose share it takes.
+type connEntry struct {
+	pool   string
+	who    string
+	unauth bool // a TCP connection no request has authenticated yet
+}
 
 // callerLimits counts connections and in-flight body bytes per caller.
 type callerLimits struct {
+	// maxConns is each listener's budget; maxConnsPerCaller one caller's
+	// share of the connections of all listeners.
 	maxConns, maxConnsPerCaller int
+	// maxUnauth is a TCP listener's budget for unauthenticated
+	// connections, maxUnauthPerAddr one remote address's share of it.
+	maxUnauth, maxUnauthPerAddr int
 	bodyBudget                  int64
 	log                         *slog.Logger
 	// refused is told about every refused connection (for the audit log).
 	refused func(c launch.Caller, reason, msg string)
 
 	mu          sync.Mutex
-	conns       map[net.Conn]string // admitted connections, by connection identity
-	perCaller   map[string]int
+	conns       map[net.Conn]*connEntry // admitted connections
+	perCaller   map[string]int          // by identity
+	pools       map[string]int          // open connections by listener
+	unauth      map[string]int          // unauthenticated connections by TCP listener
 	total       int
 	bodies      map[string]int64 // body bytes reserved, by caller identity
 	connRefused map[string]uint64
@@ -59,8 +89,15 @@ type callerLimits struct {
 }
 
 func newCallerLimits(maxConns, perCaller int, bodyBudget int64, log *slog.Logger) *callerLimits {
+	// A quarter of a listener's budget for connections not yet
+	// authenticated, a quarter of that for one address: a legitimate
+	// client opening a burst of connections fits, a flood from a few
+	// addresses does not, and authenticated callers keep the rest.
+	unauth := max(1, maxConns/4)
 	return &callerLimits{maxConns: maxConns, maxConnsPerCaller: perCaller, bodyBudget: bodyBudget, log: log,
-		conns: map[net.Conn]string{}, perCaller: map[string]int{}, bodies: map[string]int64{}, connRefused: map[string]uint64{}}
+		maxUnauth: unauth, maxUnauthPerAddr: max(1, min(perCaller, unauth/4)),
+		conns: map[net.Conn]*connEntry{}, perCaller: map[string]int{}, pools: map[string]int{}, unauth: map[string]int{},
+		bodies: map[string]int64{}, connRefused: map[string]uint64{}}
 }
 
 // connState is http.Server.ConnState. net/http calls it with StateNew in
@@ -75,23 +112,33 @@ func (l *callerLimits) connState(c net.Conn, st http.ConnState) {
 		l.admitConn(c)
 	case http.StateClosed, http.StateHijacked:
 		l.mu.Lock()
-		if who, ok := l.conns[c]; ok {
+		if e, ok := l.conns[c]; ok {
 			delete(l.conns, c)
 			l.total--
-			if l.perCaller[who]--; l.perCaller[who] <= 0 {
-				delete(l.perCaller, who)
+			decr(l.pools, e.pool)
+			decr(l.perCaller, e.who)
+			if e.unauth {
+				decr(l.unauth, e.pool)
 			}
 		}
 		l.mu.Unlock()
 	}
 }
 
+// decr takes one from m[k], dropping the key at zero.
+func decr(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
 // connIdentity is who a connection is counted under at accept: the peer's
-// uid on a Unix socket, the remote IP address on TCP (where the key comes
-// later, with each request).
+// uid on a Unix socket; on TCP, where the key comes later with a request,
+// the remote address as the failure counter keys it (an IPv4 address, an
+// IPv6 /64: one host holds a whole /64).
 func connIdentity(c net.Conn) (launch.Caller, string) {
 	if isTCP(c) {
-		return launch.Caller{UID: -1, GID: -1, PID: -1}, "addr:" + remoteIP(c)
+		return launch.Caller{UID: -1, GID: -1, PID: -1}, "addr:" + failKey(remoteIP(c))
 	}
 	caller, err := peerCredentials(c)
 	if err != nil {
@@ -103,34 +150,84 @@ func connIdentity(c net.Conn) (launch.Caller, string) {
 
 func (l *callerLimits) admitConn(c net.Conn) {
 	caller, who := connIdentity(c)
+	e := &connEntry{pool: unixPool, who: who}
+	if isTCP(c) {
+		e.pool, e.unauth = tcpPool(c), true
+	}
 	l.mu.Lock()
-	reason := ""
-	switch {
-	case l.total >= l.maxConns:
-		reason = connRefusedGlobal
-	case l.perCaller[who] >= l.maxConnsPerCaller:
-		reason = connRefusedCaller
-	default:
-		l.conns[c] = who
-		l.perCaller[who]++
-		l.total++
-		l.mu.Unlock()
+	reason, held := l.admitLocked(c, e)
+	l.mu.Unlock()
+	if reason == "" {
 		return
 	}
-	l.connRefused[reason]++
-	held := l.perCaller[who]
-	l.mu.Unlock()
-
 	msg := fmt.Sprintf("%s holds %d connections, its share (--max-connections-per-caller %d); close one or retry later", who, held, l.maxConnsPerCaller)
-	if reason == connRefusedGlobal {
-		msg = fmt.Sprintf("the supervisor holds %d connections, its maximum (--max-connections); retry later", l.maxConns)
+	switch {
+	case reason == connRefusedGlobal:
+		msg = fmt.Sprintf("the listener holds %d connections, its maximum (--max-connections); retry later", l.maxConns)
+	case reason == connRefusedUnauthenticated:
+		msg = fmt.Sprintf("the listener holds %d connections that have not authenticated yet, its budget for them (a quarter of --max-connections); retry later", l.maxUnauth)
+	case e.unauth:
+		msg = fmt.Sprintf("%s holds %d connections that have not authenticated yet, its share; retry later", who, held)
 	}
-	l.log.Warn("connection refused", "reason", reason, "caller", who, "caller_uid", caller.UID, "caller_pid", caller.PID, "held", held)
+	l.log.Warn("connection refused", "reason", reason, "listener", e.pool, "caller", who, "caller_uid", caller.UID, "caller_pid", caller.PID, "held", held)
 	writeRawError(c, limitExceeded(msg))
 	_ = c.Close()
 	if l.refused != nil {
 		l.refused(caller, reason, msg)
 	}
+}
+
+// admitLocked counts e for c, or returns why not ("" when admitted) and
+// how many connections the identity holds.
+func (l *callerLimits) admitLocked(c net.Conn, e *connEntry) (string, int) {
+	share := l.maxConnsPerCaller
+	if e.unauth {
+		share = l.maxUnauthPerAddr
+	}
+	held := l.perCaller[e.who]
+	switch {
+	case l.pools[e.pool] >= l.maxConns:
+		l.connRefused[connRefusedGlobal]++
+		return connRefusedGlobal, held
+	case e.unauth && l.unauth[e.pool] >= l.maxUnauth:
+		l.connRefused[connRefusedUnauthenticated]++
+		return connRefusedUnauthenticated, held
+	case held >= share:
+		l.connRefused[connRefusedCaller]++
+		return connRefusedCaller, held
+	}
+	l.conns[c] = e
+	l.perCaller[e.who]++
+	l.pools[e.pool]++
+	l.total++
+	if e.unauth {
+		l.unauth[e.pool]++
+	}
+	return "", held
+}
+
+// authenticated moves the TCP connection c, whose request authenticated
+// as who, from its listener's unauthenticated budget to who's share. A
+// connection already counted under a caller stays where it is (a later
+// request with another key does not move it again). The error is a
+// capacity refusal when who holds its share already.
+func (l *callerLimits) authenticated(c net.Conn, who string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.conns[c]
+	if !ok || !e.unauth {
+		return nil
+	}
+	if held := l.perCaller[who]; held >= l.maxConnsPerCaller {
+		l.connRefused[connRefusedCaller]++
+		return errdefs.New(errdefs.ErrResourceExhausted, fmt.Sprintf(
+			"%s holds %d connections, its share (--max-connections-per-caller %d); close one or retry later", who, held, l.maxConnsPerCaller), "", nil)
+	}
+	decr(l.perCaller, e.who)
+	decr(l.unauth, e.pool)
+	e.who, e.unauth = who, false
+	l.perCaller[who]++
+	return nil
 }
 
 // writeRawError writes a complete HTTP/1.1 error answer on a connection no
@@ -193,9 +290,9 @@ func (l *callerLimits) writeMetrics(w http.ResponseWriter) {
 	var b strings.Builder
 	b.WriteString("# HELP sandboxd_connections_open API connections open now.\n# TYPE sandboxd_connections_open gauge\n")
 	fmt.Fprintf(&b, "sandboxd_connections_open %d\n", l.total)
-	b.WriteString("# HELP sandboxd_connections_refused_total Connections refused at accept: the caller's share or the global maximum was held.\n")
+	b.WriteString("# HELP sandboxd_connections_refused_total Connections refused: the caller's (or unauthenticated address's) share, the listener's maximum, or a TCP listener's budget for unauthenticated connections was held.\n")
 	b.WriteString("# TYPE sandboxd_connections_refused_total counter\n")
-	for _, r := range []string{connRefusedCaller, connRefusedGlobal} {
+	for _, r := range []string{connRefusedCaller, connRefusedGlobal, connRefusedUnauthenticated} {
 		fmt.Fprintf(&b, "sandboxd_connections_refused_total{reason=%q} %d\n", r, l.connRefused[r])
 	}
 	b.WriteString("# HELP sandboxd_bodies_refused_total Requests refused before their body was read: the caller's body budget was in use.\n")
@@ -263,8 +360,9 @@ func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, caller laun
 		s.metrics.exec(OutcomeRefused)
 		s.metrics.refuse(e.Code)
 	}
-	s.auditRefusal(s.record(execID, audit.StepAccept, caller, e, map[string]any{
-		"method": r.Method, "path": r.URL.Path, "content_length": r.ContentLength, "body_read": false,
+	contentLength, bodyRead := r.ContentLength, false
+	s.auditRefusal(s.record(execID, audit.StepAccept, caller, e, &facts.Accept{
+		Method: r.Method, Path: r.URL.Path, ContentLength: &contentLength, BodyRead: &bodyRead,
 	}))
 	s.log.Info("request refused before its body was read", "caller", caller.ID(), "path", r.URL.Path, "reason", e.Message)
 	// The body is left unread: net/http closes a connection whose body was
@@ -329,6 +427,5 @@ func (s *Server) startRefusalFlusher() (stop func()) {
 // connRefused audits a connection refused at accept.
 func (s *Server) connRefused(c launch.Caller, reason, msg string) {
 	// Method and path are empty: no request was read.
-	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), map[string]any{
-		"method": "", "path": "", "connection_refused": reason}))
+	s.auditRefusal(s.record(newExecID(), audit.StepAccept, c, limitExceeded(msg), &facts.Accept{ConnectionRefused: reason}))
 }

@@ -22,7 +22,9 @@ import (
 // (parameters allowed; a charset must be utf-8). A request without the
 // header is accepted and decoded as JSON all the same: this API has no other
 // body format to confuse it with, a browser cannot reach a Unix socket, and
-// refusing would only break `curl --unix-socket -d` users for no gain.
+// refusing would only break `curl --unix-socket -d` users for no gain. On a
+// TCP listener, which a browser can reach, browserRefusal has already
+// required the header on every POST and PATCH.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *APIError) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, params, err := mime.ParseMediaType(ct)

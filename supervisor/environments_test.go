@@ -74,7 +74,7 @@ func TestEnvironmentsEndpointAndDecide(t *testing.T) {
 	decides := 0
 	ts.sink.ForExec("") // lock
 	for _, rec := range ts.sink.Records {
-		f, _ := rec.Facts.(map[string]any)
+		f := rec.FactMap()
 		if rec.Step == "decide" && rec.OK && f["environment"] == "python-datascience" && f["environment_digest"] == tree.EnvironmentDigest() {
 			decides++
 		}

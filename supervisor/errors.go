@@ -35,9 +35,10 @@ func apiErr(code api.ErrorCode, msg string) *APIError {
 // ErrTooLarge, say, is 413 whether an upload or a staged file hit it.
 var classCodes = map[error]api.ErrorCode{
 	errdefs.ErrInvalid: api.CodeInvalidArgument,
-	// The closed code set has no 401: a peer whose credentials cannot be
-	// read is refused like one that is not allowed.
-	errdefs.ErrUnauthenticated:   api.CodeForbidden,
+	// A TCP request without a valid API key (401). A Unix-socket peer
+	// whose credentials cannot be read is not this class: it is refused
+	// as forbidden, like a peer that is not allowed.
+	errdefs.ErrUnauthenticated:   api.CodeUnauthenticated,
 	errdefs.ErrForbidden:         api.CodeForbidden,
 	errdefs.ErrNotFound:          api.CodeNotFound,
 	errdefs.ErrConflict:          api.CodeConflict,

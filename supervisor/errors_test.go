@@ -26,7 +26,7 @@ func TestClassCodes(t *testing.T) {
 		status int
 	}{
 		{errdefs.ErrInvalid, api.CodeInvalidArgument, 400},
-		{errdefs.ErrUnauthenticated, api.CodeForbidden, 403},
+		{errdefs.ErrUnauthenticated, api.CodeUnauthenticated, 401},
 		{errdefs.ErrForbidden, api.CodeForbidden, 403},
 		{errdefs.ErrNotFound, api.CodeNotFound, 404},
 		{errdefs.ErrConflict, api.CodeConflict, 409},

@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
@@ -75,11 +76,9 @@ func (s *Server) acceptExec(c *execCall) (api.ExecRequest, bool) {
 	if apiE == nil {
 		apiE = decodeStrict(body, &req)
 	}
-	accept := s.record(c.id, audit.StepAccept, c.caller, apiE, map[string]any{
-		"method":         c.r.Method,
-		"path":           c.r.URL.Path,
-		"body_bytes":     len(body),
-		"content_length": c.r.ContentLength,
+	bodyBytes, contentLength := len(body), c.r.ContentLength
+	accept := s.record(c.id, audit.StepAccept, c.caller, apiE, &facts.Accept{
+		Method: c.r.Method, Path: c.r.URL.Path, BodyBytes: &bodyBytes, ContentLength: &contentLength,
 	})
 	if err := s.writeAudit(accept); err != nil {
 		s.auditFailed(c.w, c.log, err)
@@ -102,6 +101,9 @@ func (s *Server) decideAndAdmit(c *execCall, req api.ExecRequest) (decision, con
 	if apiE == nil {
 		d, apiE = s.decideExec(req, c.caller, c.id, c.sess)
 	}
+	if apiE == nil {
+		apiE = foreignKernelRefusal(c.sess, c.caller, d.mode)
+	}
 	launchCtx, endExec, release := c.r.Context(), func() {}, func() {}
 	if apiE == nil && c.sess != nil {
 		var end func()
@@ -114,7 +116,11 @@ func (s *Server) decideAndAdmit(c *execCall, req api.ExecRequest) (decision, con
 		release, apiE = s.admit(c, &d)
 	}
 	done := func() { release(); endExec() }
-	if err := s.writeAudit(s.record(c.id, audit.StepDecide, c.caller, apiE, d.facts)); err != nil {
+	var df any // a refusal before policy decided has no facts yet
+	if d.facts != nil {
+		df = d.facts
+	}
+	if err := s.writeAudit(s.record(c.id, audit.StepDecide, c.caller, apiE, df)); err != nil {
 		s.auditFailed(c.w, c.log, err)
 		return d, nil, done, false
 	}
@@ -132,7 +138,7 @@ type decision struct {
 	mode       string // kernel or process
 	entrypoint string
 	inputs     json.RawMessage
-	facts      map[string]any
+	facts      *facts.Decide
 }
 
 // decideExec runs the decide step (policy.Decide, pure) and turns its
@@ -177,7 +183,7 @@ func (s *Server) decideExec(req api.ExecRequest, caller launch.Caller, execID st
 // own timeout, for the session's previous exec to end.
 func (s *Server) beginSessionExec(ctx context.Context, sess *session.Session, d *decision) (context.Context, func(), *APIError) {
 	d.launch.SessionWorkspace = sess.WorkspaceName()
-	d.facts["session_id"] = sess.ID
+	d.facts.SessionID = sess.ID
 	endUse, err := s.sessions.Use(sess)
 	if err != nil {
 		return nil, nil, toAPI(err)
@@ -204,7 +210,7 @@ func (s *Server) admit(c *execCall, d *decision) (func(), *APIError) {
 	cancel()
 	switch {
 	case err == nil:
-		d.facts["admission"] = "admitted"
+		d.facts.Admission = "admitted"
 		return rel, nil
 	case errors.Is(err, admission.ErrShareFull), errors.Is(err, admission.ErrQueueFull):
 		return func() {}, s.queueRefusal(c.caller, err)
@@ -434,7 +440,7 @@ func (s *Server) auditFailed(w http.ResponseWriter, log *slog.Logger, err error)
 		"check the audit log's disk space and permissions (details in the supervisor log)", nil)))
 }
 
-func (s *Server) record(execID, step string, c launch.Caller, refusal *APIError, facts map[string]any) audit.Record {
+func (s *Server) record(execID, step string, c launch.Caller, refusal *APIError, f any) audit.Record {
 	rec := audit.Record{
 		Time:      time.Now().UTC(),
 		ExecID:    execID,
@@ -448,15 +454,35 @@ func (s *Server) record(execID, step string, c launch.Caller, refusal *APIError,
 	}
 	if refusal != nil {
 		rec.Error = refusal.Message
-		if facts == nil {
-			facts = map[string]any{}
-		}
-		facts["code"] = refusal.Code
+		f = withCode(step, f, string(refusal.Code))
 	}
-	if facts != nil {
-		rec.Facts = facts
+	if f != nil {
+		rec.Facts = f
 	}
 	return rec
+}
+
+// withCode adds a refusal's API error code to a record's facts f: the
+// typed facts of a launch step (accept, decide) have a code fact; the
+// records of the other steps (sessions, files, settings) are not typed
+// (audit/facts: ErrUntyped) and carry it as a member of their map.
+func withCode(step string, f any, code string) any {
+	if f == nil {
+		if typed := facts.New(step); typed != nil {
+			f = typed
+		} else {
+			f = map[string]any{}
+		}
+	}
+	switch f := f.(type) {
+	case *facts.Accept:
+		f.Code = code
+	case *facts.Decide:
+		f.Code = code
+	case map[string]any:
+		f["code"] = code
+	}
+	return f
 }
 
 func (s *Server) writeAudit(rec audit.Record) error {

@@ -24,13 +24,17 @@ type peer struct {
 	// from the request's API key (authenticateTCP), not from the kernel.
 	tcp  bool
 	addr string // the remote IP of a TCP connection
+	// conn is a TCP connection itself, so that authenticating its request
+	// can move it from the listener's unauthenticated connection budget
+	// to the caller's share (callerLimits.authenticated).
+	conn net.Conn
 }
 
 // connContext is http.Server.ConnContext: it attaches the peer's kernel
 // credentials to every request of the connection.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	if isTCP(c) {
-		return context.WithValue(ctx, peerKey{}, peer{tcp: true, addr: remoteIP(c),
+		return context.WithValue(ctx, peerKey{}, peer{tcp: true, addr: remoteIP(c), conn: c,
 			err: errors.New("a TCP request has no caller until its API key is checked")})
 	}
 	caller, err := peerCredentials(c)

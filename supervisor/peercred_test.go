@@ -88,7 +88,7 @@ func TestPeerCredentialsOverSocket(t *testing.T) {
 					refused = append(refused, r)
 				}
 			}
-			if len(refused) != 1 || refused[0].CallerUID != nobody || refused[0].CallerGID != nobody || refused[0].Facts.(map[string]any)["path"] != "/v1/health" {
+			if len(refused) != 1 || refused[0].CallerUID != nobody || refused[0].CallerGID != nobody || refused[0].FactMap()["path"] != "/v1/health" {
 				t.Fatalf("forbidden request not audited with the caller: %+v", refused)
 			}
 		})

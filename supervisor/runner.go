@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/kernel"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
@@ -19,9 +20,9 @@ func (s *Server) kernelHost() (*kernel.Host, bool) {
 	return &kernel.Host{Runners: rl, Egress: s.kernelEgress, Audit: s.auditStep, FrameBudget: s.frames}, true
 }
 
-// auditStep writes a supervisor record of step for exec execID.
-func (s *Server) auditStep(execID, step string, caller launch.Caller, facts map[string]any) error {
-	return s.writeAudit(s.record(execID, step, caller, nil, facts))
+// auditStep writes a supervisor record of exec execID, of f's step.
+func (s *Server) auditStep(execID string, caller launch.Caller, f facts.Facts) error {
+	return s.writeAudit(s.record(execID, f.Step(), caller, nil, f))
 }
 
 // useRunner reports whether a process-mode exec runs through its runner's
@@ -56,8 +57,8 @@ func (s *Server) runOnce(ctx context.Context, d decision, emit func(event) bool)
 // through emit (nil: buffered).
 func (d decision) kernelExec(emit func(event) bool) kernel.Exec {
 	x := kernel.Exec{Launch: d.launch, Mode: d.mode, Entrypoint: d.entrypoint, Inputs: d.inputs}
-	if id, ok := d.facts["session_id"].(string); ok {
-		x.SessionID = id
+	if d.facts != nil {
+		x.SessionID = d.facts.SessionID
 	}
 	if emit != nil {
 		x.Emit = func(o kernel.Output) bool { return emit(event{Type: o.Type, Data: o.Data, Display: o.Display}) }

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/admission"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/kernel"
 	"github.com/sandboxd/sandboxd/kernel/protocol"
 	"github.com/sandboxd/sandboxd/launch"
@@ -62,6 +63,7 @@ type Server struct {
 	live   *liveSettings // admin overrides (settings.go)
 	// auth authenticates requests on TCP listeners (SetAuth).
 	auth          atomic.Pointer[Auth] // nil: no authentication (SetAuth never called)
+	keys          keysStatus           // the keys file's loads, for health (LoadKeys)
 	authFails     *authFailures
 	authFailDelay time.Duration
 	handler       http.Handler
@@ -237,10 +239,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		// Refusals are audited like any other request: an auditor wants to
 		// see who knocked, not only who got in.
 		execID := newExecID()
-		rec := s.record(execID, audit.StepAccept, caller, apiErr(api.CodeForbidden, msg), map[string]any{
-			"method": r.Method,
-			"path":   r.URL.Path,
-		})
+		rec := s.record(execID, audit.StepAccept, caller, apiErr(api.CodeForbidden, msg), &facts.Accept{Method: r.Method, Path: r.URL.Path})
 		s.auditRefusal(rec)
 		if r.Method == http.MethodPost && path.Base(r.URL.Path) == "exec" {
 			s.metrics.exec(OutcomeRefused)
@@ -309,7 +308,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, api.Health{OK: ready, Status: checks.Status(), Version: s.version, Checks: checks, Runtimes: policy.Runtimes(), Environments: s.environmentHealth()})
+	writeJSON(w, status, api.Health{OK: ready, Status: checks.Status(), Version: s.version, Checks: checks, Runtimes: policy.Runtimes(),
+		Environments: s.environmentHealth(), Keys: s.keysHealth()})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
@@ -127,12 +128,13 @@ func TestExecHappyPath(t *testing.T) {
 			t.Fatalf("record %+v", rec)
 		}
 	}
-	if recs[0].Facts.(map[string]any)["method"] != "POST" || recs[0].Facts.(map[string]any)["path"] != "/v1/exec" || recs[0].Facts.(map[string]any)["body_bytes"] != len(body) {
+	a := recs[0].Facts.(*facts.Accept)
+	if a.Method != "POST" || a.Path != "/v1/exec" || a.BodyBytes == nil || *a.BodyBytes != len(body) {
 		t.Fatalf("accept facts %v", recs[0].Facts)
 	}
-	d := recs[1].Facts.(map[string]any)
-	if d["runtime"] != "python" || d["network"] != "none" || d["file_count"] != 1 || d["file_bytes"] != int64(4) ||
-		!reflect.DeepEqual(d["env_names"], []string{"API_TOKEN", "MODE"}) || d["limits"] != wantLimits {
+	d := recs[1].Facts.(*facts.Decide)
+	if d.Runtime != "python" || d.Network != "none" || d.FileCount == nil || *d.FileCount != 1 || d.FileBytes == nil || *d.FileBytes != 4 ||
+		!reflect.DeepEqual(d.EnvNames, []string{"API_TOKEN", "MODE"}) || d.Limits == nil || *d.Limits != facts.Limits(wantLimits) {
 		t.Fatalf("decide facts %v", d)
 	}
 	all, _ := json.Marshal(ts.sink.Records)
@@ -239,7 +241,7 @@ func TestExecRefusals(t *testing.T) {
 					t.Fatalf("want one failed accept record, got %+v", recs)
 				}
 			} else {
-				if len(recs) != 2 || !recs[0].OK || recs[1].Step != audit.StepDecide || recs[1].OK || recs[1].Error != msg || recs[1].Facts.(map[string]any)["code"] != tc.code {
+				if len(recs) != 2 || !recs[0].OK || recs[1].Step != audit.StepDecide || recs[1].OK || recs[1].Error != msg || recs[1].FactMap()["code"] != string(tc.code) {
 					t.Fatalf("want accept ok + decide refused, got %+v", recs)
 				}
 				if recs[1].CallerUID != os.Getuid() {

@@ -173,6 +173,9 @@ func (s *Server) fileOp(w http.ResponseWriter, sess *session.Session, op func(ws
 	}
 }
 
+// auditFile writes a file.put or file.get record. Its facts are a map:
+// the file steps are outside audit/facts' launch-step schema (read
+// untyped, facts.ErrUntyped), like the session steps.
 func (s *Server) auditFile(r *http.Request, sess *session.Session, step, path string, apiE *APIError, facts map[string]any) {
 	caller, _ := callerFrom(r.Context())
 	if facts == nil {

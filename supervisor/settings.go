@@ -154,7 +154,7 @@ func (s *Server) settingsView() api.Settings {
 	s.live.mu.Unlock()
 	var out api.Settings
 	for _, st := range policy.SettingStates(s.live.def, s.live.op, ov) {
-		out.Settings = append(out.Settings, api.Setting{Key: st.Key, Value: st.Value, Cap: st.Cap, Source: st.Source})
+		out.Settings = append(out.Settings, api.Setting{Key: st.Key, Value: st.Value, Cap: st.Cap, Source: st.Source, SetBy: st.SetBy})
 	}
 	// The credentials: only whether the operator's file or environment
 	// holds them, never a byte of them (policy.RedactSetting).
@@ -194,7 +194,7 @@ func (s *Server) changeSettings(caller launch.Caller, body []byte) error {
 	l := s.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	next, err := policy.ApplyPatch(l.op, l.ov, body)
+	next, err := policy.ApplyPatch(l.op, l.ov, body, caller.ID())
 	if err != nil {
 		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, toAPI(err), nil))
 		return err
@@ -229,7 +229,9 @@ func (s *Server) changeSettings(caller launch.Caller, body []byte) error {
 }
 
 // settingsDiff lists each setting whose effective value or source changed,
-// old -> new, redacted by policy.RedactSetting.
+// old -> new, redacted by policy.RedactSetting. A map on purpose: it is
+// keyed by setting name, an open set that grows with the settings, and its
+// values are of each setting's own type.
 func settingsDiff(def, op policy.Config, oldOv, newOv policy.Overrides) map[string]any {
 	before := map[string]policy.SettingState{}
 	for _, st := range policy.SettingStates(def, op, oldOv) {

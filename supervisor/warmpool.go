@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/kernel/runners"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
@@ -24,24 +27,54 @@ type warmStarter interface {
 	StartWarm(req launch.Request) (*launch.Warm, error)
 }
 
-// StartWarmPool keeps cfg.WarmPool warm sandboxes per language (0, or a
-// launcher that cannot build them: no pool) until the returned func is
+// StartWarmPool keeps between cfg.WarmPool.Min and Max warm sandboxes per
+// language (a cap of 0, or a launcher that cannot build them: no pool),
+// built by at most warmBuilders() at once, until the returned func is
 // called, which destroys them and waits. helperPath and helperConfig are
 // fingerprinted: a warm sandbox built before either (or the profile, or an
 // environment) changed is destroyed, never used.
 func (s *Server) StartWarmPool(ctx context.Context) func() {
 	ws, ok := s.launcher.(warmStarter)
-	if !ok || s.cfg.WarmPool <= 0 {
+	if !ok || s.cfg.WarmPool.Max <= 0 {
 		return func() {}
 	}
-	build := func(key launch.WarmKey) (launch.WarmSandbox, error) { return s.buildWarm(ws, key) }
-	p := launch.NewWarmPool(s.cfg.WarmPool, build, launch.HelperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath, launch.DefaultOwnerFile), s.log)
+	builders := warmBuilders(affinityCPUs(), cgroup.OwnCPULimit)
+	s.log.Info("warm pool", "size", s.cfg.WarmPool.String(), "builders", builders)
+	p := launch.NewWarmPool(launch.WarmPoolConfig{
+		Min: s.cfg.WarmPool.Min, Max: s.cfg.WarmPool.Max, Builders: builders,
+		Build:       func(key launch.WarmKey) (launch.WarmSandbox, error) { return s.buildWarm(ws, key) },
+		Fingerprint: launch.HelperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath, launch.DefaultOwnerFile),
+		Log:         s.log,
+	})
 	s.warm.Store(p)
 	stop := p.Keep(ctx, s.warmKeys)
 	return func() {
 		s.warm.Store(nil)
 		stop()
 	}
+}
+
+// warmBuilders is how many warm sandboxes may be built at once: the CPUs
+// the operator gives sandboxd, i.e. those it may run on (affinity) and, if
+// its cgroups set a CPU quota, no more than that quota (rounded down);
+// at least 1. A build is CPU-bound (helper, bwrap, the interpreter's
+// start), so more builders than CPUs would only take them from execs.
+func warmBuilders(affinity int, quota func(cgroup.Host) (float64, bool)) int {
+	n := max(affinity, 1)
+	if q, ok := quota(cgroup.Host{}); ok {
+		n = min(n, int(q))
+	}
+	return max(n, 1)
+}
+
+// affinityCPUs is the number of CPUs this process may run on now (0 if
+// the affinity cannot be read).
+func affinityCPUs() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return 0
+	}
+	return set.Count()
 }
 
 // warmLanguages are the languages a warm stub exists for.
@@ -158,10 +191,23 @@ func (s *Server) writeWarmMetrics(w io.Writer) {
 		return
 	}
 	counts, st := p.IdleCounts(), p.Stats()
-	fmt.Fprintln(w, "# HELP sandboxd_warm_pool_idle Warm sandboxes built (bwrap runs the stub) and waiting, by runtime.")
-	fmt.Fprintln(w, "# TYPE sandboxd_warm_pool_idle gauge")
+	targets, builds := p.Targets()
+	for _, g := range []struct {
+		name, help string
+		v          map[string]int
+	}{
+		{"sandboxd_warm_pool_idle", "Warm sandboxes built (bwrap runs the stub) and waiting, by runtime.", counts},
+		{"sandboxd_warm_pool_target", "Warm sandboxes the pool keeps for the runtime now: its recent exec rate times a build's duration, between the --warm-pool floor and cap.", targets},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name)
+		for _, rt := range warmLanguages {
+			fmt.Fprintf(w, "%s{runtime=%q} %d\n", g.name, rt, g.v[rt])
+		}
+	}
+	fmt.Fprintln(w, "# HELP sandboxd_warm_build_seconds Moving average of a warm sandbox's build (builder slot to bwrap running the stub), by runtime; 0 before one is measured.")
+	fmt.Fprintln(w, "# TYPE sandboxd_warm_build_seconds gauge")
 	for _, rt := range warmLanguages {
-		fmt.Fprintf(w, "sandboxd_warm_pool_idle{runtime=%q} %d\n", rt, counts[rt])
+		fmt.Fprintf(w, "sandboxd_warm_build_seconds{runtime=%q} %.3f\n", rt, builds[rt].Seconds())
 	}
 	for _, m := range []struct {
 		name, help string
@@ -172,6 +218,7 @@ func (s *Server) writeWarmMetrics(w io.Writer) {
 		{"sandboxd_warm_builds_total", "Warm sandboxes built.", st.Built},
 		{"sandboxd_warm_build_failures_total", "Warm sandbox builds that failed.", st.Failed},
 		{"sandboxd_warm_destroyed_unused_total", "Warm sandboxes destroyed unused (stale fingerprint, dead, or no longer wanted).", st.DestroyedUnused},
+		{"sandboxd_warm_retired_total", "Idle warm sandboxes retired above the pool's target (the demand fell).", st.Retired},
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
 	}

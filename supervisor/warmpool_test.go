@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/cgroup"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/session"
 )
@@ -73,7 +74,8 @@ func TestRunWarmFallsBackWhenGone(t *testing.T) {
 		built = append(built, w)
 		return w, nil
 	}
-	p := launch.NewWarmPool(1, build, func() string { return "fp1" }, slog.New(slog.DiscardHandler))
+	p := launch.NewWarmPool(launch.WarmPoolConfig{Min: 1, Max: 1, Build: build,
+		Fingerprint: func() string { return "fp1" }, Log: slog.New(slog.DiscardHandler)})
 	t.Cleanup(p.Close)
 	idle := func() bool { return p.IdleCounts()["python"] == 1 }
 	p.SetKeys([]launch.WarmKey{launch.WarmKeyOf(launch.Request{Runtime: "python"})})
@@ -95,5 +97,30 @@ func TestRunWarmFallsBackWhenGone(t *testing.T) {
 	res, ok, err := s.runWarm(context.Background(), nil, d)
 	if !ok || err != nil || res == nil {
 		t.Fatalf("warm run: ok %v err %v", ok, err)
+	}
+}
+
+func TestWarmBuilders(t *testing.T) {
+	quota := func(q float64, ok bool) func(cgroup.Host) (float64, bool) {
+		return func(cgroup.Host) (float64, bool) { return q, ok }
+	}
+	for _, tc := range []struct {
+		name     string
+		affinity int
+		quota    float64
+		set      bool
+		want     int
+	}{
+		{"affinity only", 4, 0, false, 4},
+		{"quota below affinity", 8, 2.5, true, 2},
+		{"quota above affinity", 2, 16, true, 2},
+		{"quota below one CPU", 4, 0.5, true, 1},
+		{"affinity unreadable", 0, 0, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := warmBuilders(tc.affinity, quota(tc.quota, tc.set)); got != tc.want {
+				t.Fatalf("warmBuilders = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -115,6 +115,8 @@ func New(step string) Facts {
 		return &Egress{}
 	case StepEnvBuild:
 		return &EnvBuild{}
+	case StepSettingsSetterRevoked:
+		return &SettingsSetterRevoked{}
 	}
 	return nil
 }
@@ -122,7 +124,7 @@ func New(step string) Facts {
 // All returns one zero value of every typed step, in launch order (for the
 // schema generator and tests).
 func All() []Facts {
-	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild, StepWarmExec}
+	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild, StepWarmExec, StepSettingsSetterRevoked}
 	out := make([]Facts, len(steps))
 	for i, s := range steps {
 		out[i] = New(s)

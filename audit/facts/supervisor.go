@@ -19,7 +19,7 @@ type Accept struct {
 	// Front-door refusals (DESIGN.md I11: per-caller limits, refusal
 	// records rate-limited per caller).
 	BodyRead           *bool      `json:"body_read,omitempty" doc:"false: refused by a per-caller limit before its body was read"`
-	ConnectionRefused  string     `json:"connection_refused,omitzero" doc:"refused at accept, before any request was read (method and path are empty): caller (the uid's connection share) or global (--max-connections)"`
+	ConnectionRefused  string     `json:"connection_refused,omitzero" doc:"refused at accept, before any request was read (method and path are empty): caller (the uid's connection share, or an unauthenticated TCP address's), global (the listener's --max-connections) or unauthenticated (a TCP listener's budget for connections not yet authenticated)"`
 	RefusalsSuppressed int        `json:"refusals_suppressed,omitzero" doc:"refusals of this caller not recorded one by one since its previous refusal record (at most one a second per caller)"`
 	Aggregate          bool       `json:"aggregate,omitzero" doc:"the record stands for refusals_suppressed refusals of the caller, not for one request (method and path are the last one's)"`
 	Since              *time.Time `json:"since,omitempty" doc:"on an aggregate: the start of the second whose refusals it counts"`
@@ -138,10 +138,14 @@ func (*Prepare) Sentences() []Sentence {
 	}
 }
 
-// Usage is the payload's resource use.
+// Usage is the payload's resource use (the exec result's usage).
 type Usage struct {
 	CPUMS    int64 `json:"cpu_ms"`
 	MaxRSSKB int64 `json:"max_rss_kb"`
+	// Source says where the figures come from: cgroup, rusage, mixed,
+	// cgroup_lifetime_peak or none (docs/API.md, usage); absent in
+	// records written before it was recorded.
+	Source string `json:"source,omitempty"`
 }
 
 // Reap is the facts of the reap step: how the exec ended, written after
@@ -153,7 +157,7 @@ type Reap struct {
 	Signal              *string   `json:"signal,omitempty" doc:"the signal that ended the payload (128+N from bwrap = signal N); a timeout is SIGKILL by the supervisor"`
 	TimedOut            bool      `json:"timed_out,omitzero" doc:"the supervisor killed it at the timeout"`
 	DurationMS          int64     `json:"duration_ms,omitzero" doc:"wall clock from launch to reap"`
-	Usage               *Usage    `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb from the helper process tree's wait4 rusage"`
+	Usage               *Usage    `json:"usage,omitempty" doc:"cpu_ms, max_rss_kb and their source: the exec's cgroup (a kernel exec: its kernel's cgroup during the exec), else the helper's wait4 rusage (API.md, usage)"`
 	BwrapChildPID       int       `json:"bwrap_child_pid,omitzero" doc:"the sandbox's pid 1 (bwrap's reaper), host pid"`
 	StdoutBytes         int64     `json:"stdout_bytes,omitzero" doc:"bytes the payload wrote to stdout"`
 	StderrBytes         int64     `json:"stderr_bytes,omitzero" doc:"bytes the payload wrote to stderr"`

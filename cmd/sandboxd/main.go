@@ -21,7 +21,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxd/sandboxd/apikey"
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/cgroup"
@@ -123,8 +122,8 @@ func (d *daemon) openAudit() error {
 	aw, err := audit.Open(cfg.AuditLog(), audit.Options{
 		Fsync: cfg.AuditFsync, RotateBytes: cfg.AuditRotateBytes, RetentionFiles: cfg.AuditRetentionFiles, Syslog: cfg.AuditSyslog,
 		Version: version, Log: d.log,
-		StartFacts: map[string]any{"socket": cfg.SocketPath, "state_dir": cfg.StateDir, "helper": cfg.HelperPath,
-			"helper_config": cfg.HelperConfigPath, "audit_env_values": cfg.AuditEnvValues},
+		StartFacts: &audit.StartFacts{Socket: cfg.SocketPath, StateDir: cfg.StateDir, Helper: cfg.HelperPath,
+			HelperConfig: cfg.HelperConfigPath, AuditEnvValues: cfg.AuditEnvValues},
 	})
 	if err != nil {
 		return err
@@ -244,6 +243,14 @@ func (d *daemon) serve() int {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		return 1
 	}
+	// The keys in force are known only now: settings set by a key the file
+	// no longer holds as admin are audited and, for archive destinations,
+	// reset before the first request.
+	if err := d.srv.AuditRevokedSetters(supervisor.RevokedAtStart); err != nil {
+		_ = d.ln.Close()
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 1
+	}
 	go d.sessions.RunReaper(ctx, time.Second)
 	// Built after the sweeps, so a warm sandbox of an earlier run (its
 	// cgroup, its workspace) is never mistaken for one of this run.
@@ -268,20 +275,9 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 	if len(cfg.Listen) == 0 && cfg.E2BListen == "" {
 		return nil, nil
 	}
-	loadKeys := func() error {
-		if cfg.APIKeysFile == "" {
-			srv.SetAuth(supervisor.Auth{})
-			return nil
-		}
-		keys, err := apikey.Load(cfg.APIKeysFile, os.Getuid())
-		if err != nil {
-			return err
-		}
-		srv.SetAuth(supervisor.Auth{Keys: keys})
-		log.Info("api keys loaded", "file", cfg.APIKeysFile, "names", keys.Names())
-		return nil
-	}
-	if err := loadKeys(); err != nil {
+	if cfg.APIKeysFile == "" {
+		srv.SetAuth(supervisor.Auth{})
+	} else if err := srv.LoadKeys(cfg.APIKeysFile); err != nil {
 		return nil, err
 	}
 	if cfg.APIKeysFile == "" {
@@ -317,8 +313,11 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 				return
 			case <-hup:
 			}
-			if err := loadKeys(); err != nil {
-				log.Error("SIGHUP: API keys not reloaded; the old ones stay", "err", err)
+			if cfg.APIKeysFile != "" {
+				// A failure is logged, audited and shown in health there.
+				if srv.ReloadKeys(cfg.APIKeysFile) == nil {
+					auditRevokedSetters(srv, supervisor.RevokedAtSIGHUP, log)
+				}
 			}
 			if certs == nil {
 				continue
@@ -331,6 +330,14 @@ func listenTCP(ctx context.Context, cfg policy.Config, srv *supervisor.Server, l
 		}
 	}()
 	return lns, nil
+}
+
+// auditRevokedSetters runs Server.AuditRevokedSetters after a keys reload;
+// a failure leaves the settings as they were, so it is logged as an error.
+func auditRevokedSetters(srv *supervisor.Server, trigger string, log *slog.Logger) {
+	if err := srv.AuditRevokedSetters(trigger); err != nil {
+		log.Error("settings of a revoked admin not audited or reset; they stay", "err", err)
+	}
 }
 
 // listenE2B opens --e2b-listen, with the TLS of --listen, and mounts the

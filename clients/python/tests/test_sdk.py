@@ -292,6 +292,8 @@ class Remote(unittest.TestCase):
         with sb.session() as s:
             s.files.write("k.txt", b"key caller")
             self.assertEqual(s.run_code("print(open('k.txt').read())").stdout, "key caller\n")
+            # A bodyless POST: over TCP it must still declare JSON.
+            self.assertTrue(s.restart_kernel("python")["restarted"])
         self.assertTrue(sb.health()["ok"])
 
     def test_wrong_key_and_unknown_ca(self) -> None:

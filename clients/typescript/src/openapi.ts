@@ -33,7 +33,7 @@ export type Connection = {
   host: string;
   port: number;
   /**
-   * Why it was refused or cut, or the allowlist rule that allowed it.
+   * Why it was refused or cut, or the allowlist rule that allowed it (and, for an address that is not public, the --egress-allow-net range that admitted it).
    */
   reason: string;
 };
@@ -413,6 +413,7 @@ export type Health = {
    * They do not gate readiness.
    */
   environments?: Array<EnvironmentHealth>;
+  keys?: KeysHealth;
   /**
    * bwrap, userns, seccomp, helper and disk are all "ok".
    */
@@ -421,6 +422,10 @@ export type Health = {
    * Always ["python", "javascript"].
    */
   runtimes: Array<"python" | "javascript">;
+  /**
+   * "degraded": ready, but checks.cgroups is "none" (memory, pids and CPU limits not enforced; only with --allow-no-cgroups) or the archive store fails. "not_ready": ok is false.
+   */
+  status: "ready" | "degraded" | "not_ready";
   version: string;
 };
 
@@ -444,7 +449,7 @@ export type HealthChecks = {
    */
   disk: string;
   /**
-   * "ok" or why the helper could not run (also when --require-cgroups is set and no cgroup is usable).
+   * "ok" or why the helper could not run (also when no cgroup is usable and the supervisor was not started with --allow-no-cgroups).
    */
   helper: string;
   /**
@@ -493,6 +498,28 @@ export type KernelInfo = {
    * kill, a crash, a broken channel, or a supervisor restart.
    */
   restarted: boolean;
+};
+
+/**
+ * The API keys file of the TCP listeners; absent without one. Does
+ * not gate readiness.
+ */
+export type KeysHealth = {
+  /**
+   * How many keys are in force.
+   */
+  keys: number;
+  /**
+   * Present while the last SIGHUP reload failed validation: the keys
+   * loaded before stay in force, including any the new file meant
+   * to revoke. Also logged and audited (keys.reload, ok false).
+   */
+  last_reload_error?: string;
+  last_reload_error_at?: string;
+  /**
+   * When the keys in force were loaded (at start or by the last reload that succeeded).
+   */
+  loaded_at: string;
 };
 
 /**
@@ -706,6 +733,10 @@ export type Setting = {
    */
   cap: unknown;
   key: "archive_backend" | "exec_timeout_max_ms" | "exec_timeout_ms" | "idle_ttl_seconds" | "max_concurrent_execs" | "max_sessions";
+  /**
+   * For an admin value, the caller that set it (key:NAME or uid:N); absent otherwise, or for a value persisted before setters were recorded. A setting whose setter is no longer an admin is audited (settings.setter_revoked) at start and after each keys reload; an archive setting is then reset to the operator's value.
+   */
+  set_by?: string;
   source: "default" | "flag/env" | "admin";
   /**
    * The effective value (integer; a string for archive_backend).
@@ -723,7 +754,7 @@ export type SettingsPatch = {
    */
   archive_backend?: "local" | "s3" | "none" | null;
   /**
-   * an S3 bucket name
+   * an S3 bucket name; one of --s3-bucket and --admin-s3-bucket
    */
   archive_s3_bucket?: string | null;
   /**
@@ -781,11 +812,15 @@ export type Uploaded = {
 
 export type Usage = {
   /**
-   * User + system CPU time of the sandbox's process tree (bubblewrap included), from wait4.
+   * User + system CPU time of everything in the exec's cgroup (v1 cpuacct.usage, v2 cpu.stat usage_usec; a warm exec without its sandbox's build); without a cgroup, the helper's wait4 rusage.
    */
   cpu_ms: number;
   /**
-   * Largest resident set size of a single process in that tree, KiB.
+   * The exec cgroup's peak memory use in KiB (v1 memory.max_usage_in_bytes, v2 memory.peak); without a cgroup or memory.peak, the largest single process's RSS from wait4.
    */
   max_rss_kb: number;
+  /**
+   * Where the figures come from: "cgroup" (both), "rusage" (both from wait4, no cgroup), "mixed" (cpu_ms from the cgroup, max_rss_kb from wait4: cgroup v2 before Linux 5.19). Absent for kernel and process execs in sessions.
+   */
+  source?: "cgroup" | "rusage" | "mixed";
 };

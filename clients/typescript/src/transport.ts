@@ -200,6 +200,9 @@ export class Transport {
     if (body instanceof Uint8Array) headers["Content-Length"] = String(body.length);
     else if (body !== undefined && opts.length !== undefined) headers["Content-Length"] = String(opts.length);
     else if (body === undefined && (method === "POST" || method === "PUT")) headers["Content-Length"] = "0";
+    // A TCP listener refuses a POST not declared JSON, even an empty one (a
+    // web page could send it without a preflight).
+    if (body === undefined && method === "POST") headers["Content-Type"] ??= "application/json";
     const what = `${method} ${path}`;
     return new Promise((resolve, reject) => {
       const fail = (e: Error) => reject(e instanceof SandboxdError ? e : new ConnectionFailedError(`${what} via ${this.where}: ${e.message}`, { cause: e }));

@@ -248,6 +248,8 @@ describe("remote", () => {
     await sb.withSession(async (s) => {
       await s.files.write("k.txt", "key caller");
       assert.equal((await s.runCode("print(open('k.txt').read())")).stdout, "key caller\n");
+      // A bodyless POST: over TCP it must still declare JSON.
+      assert.equal((await s.restartKernel("python")).restarted, true);
     });
     assert.equal((await sb.health()).ok, true);
   });

@@ -60,6 +60,7 @@ var probes = map[string][]string{
 	"number":           {"-1", "0", "1e9"},
 	"id list":          {"4294967295"},
 	"duration":         {"-1s", "0"},
+	"N or MIN:MAX":     {"-1", "2:1", "33"},
 }
 
 // accepted describes the values of one setting that Validate (and the

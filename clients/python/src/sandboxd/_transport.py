@@ -184,6 +184,10 @@ class Transport:
                 hdrs["Transfer-Encoding"] = "chunked"
         elif method in ("POST", "PUT"):
             hdrs["Content-Length"] = "0"
+            if method == "POST":
+                # A TCP listener refuses a POST not declared JSON, even an
+                # empty one (a web page could send it without a preflight).
+                hdrs["Content-Type"] = "application/json"
         hdrs.update(headers or {})
         what = f"{method} {path}"
         conn = self._connect()
