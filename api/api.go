@@ -26,8 +26,8 @@ const (
 
 // The modes of ExecRequest.Mode.
 const (
-	ModeKernel  = "kernel"  // the session's kernel of the language (session default)
-	ModeProcess = "process" // a fresh interpreter (one-shot default; the only one-shot mode)
+	ModeKernel  = "kernel"  // the session's kernel of the language (session default); one-shot, a throwaway kernel
+	ModeProcess = "process" // a fresh interpreter (one-shot default)
 )
 
 // The MIME types of Display.MIME: binary ones travel as DataBase64, the
@@ -74,7 +74,8 @@ type ExecRequest struct {
 	Artifacts []string          `json:"artifacts,omitempty"`
 	Network   string            `json:"network,omitempty"`
 	// Mode is "kernel" or "process"; "" is "kernel" in a session and
-	// "process" one-shot (where "kernel" is refused).
+	// "process" one-shot. One-shot "kernel" runs the code in a throwaway
+	// kernel (displays such as plt.show() come back, as in a session).
 	Mode string `json:"mode,omitempty"`
 	// Entrypoint names the function called after the code with Inputs.
 	Entrypoint string `json:"entrypoint,omitempty"`
@@ -423,11 +424,18 @@ type Package struct {
 
 // Environment is one entry of GET /v1/environments.
 type Environment struct {
-	Name     string    `json:"name"`
-	Language string    `json:"language"`
-	Digest   string    `json:"digest"`
-	Packages []Package `json:"packages"`
-	Default  bool      `json:"default"`
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	// Digest covers the tree and the variables (docs/ENVIRONMENTS.md):
+	// what results and audit records attest.
+	Digest string `json:"digest"`
+	// TreeDigest is the tree's registered content digest.
+	TreeDigest string `json:"tree_digest"`
+	// Env is the variables every payload in the environment gets, by
+	// name (a request's env wins over them).
+	Env      map[string]string `json:"env"`
+	Packages []Package         `json:"packages"`
+	Default  bool              `json:"default"`
 }
 
 // EnvironmentBuildRequest is the body of POST /v1/environments/build (root

@@ -126,7 +126,7 @@ func TestEnvironmentBuild(t *testing.T) {
 	req := py("import alpha, beta, sys; print(alpha.__version__, beta.__version__, alpha.__file__)")
 	req["environment"] = "pinned"
 	r := s2.exec(req)
-	if !strings.HasPrefix(r.Stdout, "1.0 2.0 /opt/sandboxd/env/pinned/alpha/") || r.Policy.Environment == nil || r.Policy.Environment.Digest != d1[1] {
+	if !strings.HasPrefix(r.Stdout, "1.0 2.0 /opt/sandboxd/env/pinned/alpha/") || !attestsTree(t, s2, r.Policy.Environment, d1[1]) {
 		t.Fatalf("exec in pinned: %+v", r)
 	}
 	if out, err := envctl(s2, "rm", "python-datascience"); err == nil || !strings.Contains(out, "is the default of python") {
@@ -252,7 +252,7 @@ func TestEnvironmentBuildJavaScript(t *testing.T) {
 	s2 := in.startSupervisor(t, supervisorOpts{helper: "nsinit-envs", extra: []string{"--helper-config", in.path("etc/nsinit-envs.json")}})
 	r := s2.exec(map[string]any{"language": "javascript", "environment": "jsenv",
 		"code": `console.log(require("is-number/package.json").version, require("is-number")(5), require.resolve("is-number"))`})
-	if !strings.HasPrefix(r.Stdout, "7.0.0 true /opt/sandboxd/env/jsenv/node_modules/is-number/") || r.Policy.Environment == nil || r.Policy.Environment.Digest != d1[1] {
+	if !strings.HasPrefix(r.Stdout, "7.0.0 true /opt/sandboxd/env/jsenv/node_modules/is-number/") || !attestsTree(t, s2, r.Policy.Environment, d1[1]) {
 		t.Fatalf("exec in jsenv: %+v", r)
 	}
 }

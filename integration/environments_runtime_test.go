@@ -72,7 +72,7 @@ func TestEnvironmentBuildIndex(t *testing.T) {
 	s2 := in.startSupervisor(t, supervisorOpts{helper: "nsinit-envs", extra: []string{"--helper-config", in.path("etc/nsinit-envs.json")}})
 	req := py("import demo; print(demo.X, demo.__file__)")
 	req["environment"] = "idx"
-	if r := s2.exec(req); r.Stdout != "1 /opt/sandboxd/env/idx/demo/__init__.py\n" || r.Policy.Environment == nil || r.Policy.Environment.Digest != d[1] {
+	if r := s2.exec(req); r.Stdout != "1 /opt/sandboxd/env/idx/demo/__init__.py\n" || !attestsTree(t, s2, r.Policy.Environment, d[1]) {
 		t.Fatalf("exec in idx: %+v", r)
 	}
 }

@@ -3,7 +3,9 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -51,7 +53,18 @@ type Host struct {
 	// Audit writes a supervisor record of exec execID: f's step, f its
 	// typed facts.
 	Audit func(execID string, caller launch.Caller, f facts.Facts) error
+	// FrameBudget bounds the bytes of frames all kernels hold at once
+	// (shared by every Host of a supervisor); nil: no shared bound.
+	FrameBudget *protocol.Budget
 }
+
+// Frame budget defaults: two maximal frames in flight at once across all
+// kernels (a frame's decoding allocates up to about seven times its line,
+// so about 450 MiB at most), and how long a frame may wait for its share.
+const (
+	DefaultFrameBudgetBytes = 2 * (protocol.MaxFrameBytes + 1)
+	FrameBudgetWait         = 5 * time.Second
+)
 
 // Exec is one decided exec as a kernel runs it.
 type Exec struct {
@@ -98,11 +111,16 @@ func runnerRequest(base launch.Request, id, mode string) (launch.Request, error)
 // start launches a runner and waits for its ready frame.
 func (h *Host) start(ctx context.Context, req launch.Request) (*Kernel, error) {
 	k := newKernel(req.Runtime, req.Environment)
+	k.budget = h.FrameBudget
 	sb, err := h.Runners.Start(ctx, req, k.read)
 	if err != nil {
 		return nil, err
 	}
 	k.id, k.sb, k.enc = sb.ID(), sb, protocol.NewEncoder(sb.Stdin())
+	k.setKill(func() { go sb.Stop() })
+	if err := k.brokenErr(); err != nil && !errors.Is(err, io.EOF) {
+		go sb.Stop() // it broke the protocol before its kill was set
+	}
 	timer := time.NewTimer(readyTimeout)
 	defer timer.Stop()
 	select {

@@ -35,15 +35,17 @@ type Kernel struct {
 	enc       *protocol.Encoder
 	startedAt time.Time
 	ready     chan error
-	begin     chan *sink    // execute hands the driver its exec
-	driven    chan struct{} // closed once the driver (read) has returned
-	egress    Proxy         // network "egress": the kernel's proxy; nil otherwise
+	begin     chan *sink       // execute hands the driver its exec
+	driven    chan struct{}    // closed once the driver (read) has returned
+	egress    Proxy            // network "egress": the kernel's proxy; nil otherwise
+	budget    *protocol.Budget // the supervisor's budget for frames in flight; nil: none
 	// environment is what the kernel was launched in ("": none); an exec
 	// in another cannot run in it.
 	environment string
 
 	mu        sync.Mutex
-	broken    error // the first protocol error or the channel's end
+	kill      func() // stops the sandbox without waiting (start sets it)
+	broken    error  // the first protocol error or the channel's end
 	count     int64
 	restarted bool // started because an earlier kernel of the session ended
 	reported  bool // restarted has been reported by an exec
@@ -63,6 +65,10 @@ func (k *Kernel) read(r io.Reader) {
 	g := newGate(r)
 	defer g.close()
 	conn := protocol.NewConn(g)
+	if k.budget != nil {
+		conn.Budget(k.budget)
+	}
+	defer conn.Close()
 	_, err := conn.Ready()
 	k.ready <- err
 	for err == nil {
@@ -76,7 +82,14 @@ func (k *Kernel) read(r io.Reader) {
 	}
 	k.mu.Lock()
 	k.broken = err
+	kill := k.kill
 	k.mu.Unlock()
+	// A kernel that broke the protocol is killed at once, not when its
+	// session next uses it: until then it would keep its CPU, memory and
+	// egress proxy (which ends with its sandbox).
+	if !errors.Is(err, io.EOF) && kill != nil {
+		kill()
+	}
 }
 
 // idle waits for the next exec. The kernel speaks only when spoken to: a
@@ -123,6 +136,20 @@ func serve(conn *protocol.Conn, s *sink) error {
 	}
 }
 
+// setKill sets how the kernel is killed when it breaks the protocol.
+func (k *Kernel) setKill(kill func()) {
+	k.mu.Lock()
+	k.kill = kill
+	k.mu.Unlock()
+}
+
+// brokenErr is the channel's first error (nil: none yet).
+func (k *Kernel) brokenErr() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.broken
+}
+
 // Alive reports whether the kernel can take an exec.
 func (k *Kernel) Alive() bool {
 	select {
@@ -167,9 +194,12 @@ type outcome struct {
 }
 
 // execute runs one exec in k and waits for its result, its timeout, ctx
-// or the kernel's end. A timed-out or cancelled exec is interrupted, then
-// the kernel is killed after interruptGrace: its state is not trusted
-// after an exec that overran (the next exec says restarted: true).
+// or the kernel's end. A timed-out or cancelled exec is interrupted. A
+// timed-out one's kernel is then killed after interruptGrace: its state is
+// not trusted after an exec that overran (the next exec says restarted:
+// true). A cancelled one (its client went away) keeps its kernel when the
+// interrupt ended it within interruptGrace, as a notebook's interrupt
+// does: the next exec finds the kernel and its state; else it is killed.
 func (k *Kernel) execute(ctx context.Context, x protocol.Execute, timeout time.Duration, s *sink) outcome {
 	start := time.Now()
 	if err := k.handOver(s); err != nil {
@@ -186,7 +216,7 @@ func (k *Kernel) execute(ctx context.Context, x protocol.Execute, timeout time.D
 		k.count = o.result.ExecutionCount
 		k.mu.Unlock()
 	}
-	if o.broken != nil && !errors.Is(o.broken, io.EOF) || o.timedOut || o.cancelled {
+	if o.broken != nil && !errors.Is(o.broken, io.EOF) || o.timedOut || o.cancelled && o.result == nil {
 		o.killed = o.exit == nil
 		ex := k.sb.Stop()
 		o.exit = &ex

@@ -141,3 +141,47 @@ func TestExecRequestCarriesEnv(t *testing.T) {
 		t.Fatalf("env %v, want the exec's", r.Env)
 	}
 }
+
+// TestProtocolViolationKillsKernel: a kernel that writes garbage while no
+// exec runs is killed at once (its sandbox stopped, which closes its
+// egress proxy), not merely marked broken until its session's next exec;
+// a channel that merely ends is not a violation.
+func TestProtocolViolationKillsKernel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		write    string
+		wantKill bool
+	}{
+		{"garbage between execs", "garbage\n", true},
+		{"a frame between execs", `{"type":"stream","id":"e1","name":"stdout","data":"x"}` + "\n", true},
+		{"the channel ends", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			k := newKernel("python", "")
+			killed := make(chan struct{})
+			k.setKill(func() { close(killed) })
+			go k.read(pr)
+			_, _ = pw.Write([]byte(readyLine))
+			if err := <-k.ready; err != nil {
+				t.Fatal(err)
+			}
+			if tc.write != "" {
+				_, _ = pw.Write([]byte(tc.write))
+			} else {
+				pw.Close()
+			}
+			select {
+			case <-killed:
+				if !tc.wantKill {
+					t.Fatal("a kernel whose channel ended was killed as a violator")
+				}
+			case <-time.After(time.Second):
+				if tc.wantKill {
+					t.Fatal("the kernel was not killed within a second of breaking the protocol")
+				}
+			}
+			pw.Close()
+		})
+	}
+}

@@ -10,9 +10,13 @@ import (
 
 // SessionLaunch is the long-lived launch (launch id id) of a session's
 // kernel, from the exec that starts it: its caller, limits (no timeout:
-// each exec has its own), env and the session's workspace; no files (each
-// exec stages its own) and no artifacts (collected per exec).
+// each exec has its own) and the session's workspace; no env (each exec's
+// env travels on its execute request and holds for that exec alone: the
+// exec that happens to start the kernel must not leave its variables to
+// the execs after it), no files (each exec stages its own) and no
+// artifacts (collected per exec).
 func SessionLaunch(base launch.Request, id string) (launch.Request, error) {
+	base.Env = nil
 	req, err := runnerRequest(base, id, runners.ModeKernel)
 	if err != nil {
 		return req, err

@@ -13,14 +13,21 @@ import (
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
+// DefaultOwnerFile is the namespace-owner file a helper built with the
+// Makefile's default NSINIT_OWNER reads.
+const DefaultOwnerFile = "/etc/sandboxd/nsinit.owner"
+
 // HelperFingerprint returns what a warm sandbox is checked against before
 // use: a fingerprint of what a launch would attest -- the helper binary at
-// helperPath, its config at configPath, the payload profile, the shim and
-// the environments the config names. A sandbox built under another
+// helperPath, its config at configPath, the namespace-owner file at
+// ownerPath (its path is compiled into the helper: DefaultOwnerFile unless
+// the build chose another), the payload profile, bubblewrap, the shim, the
+// relay, the runtimes' interpreters and the environments the config
+// names. A sandbox built under another
 // fingerprint is destroyed, never used. The returned func is cheap while
 // no file changed (fingerprintCache).
-func HelperFingerprint(helperPath, configPath string) func() string {
-	c := &fingerprintCache{helperPath: helperPath, configPath: configPath}
+func HelperFingerprint(helperPath, configPath, ownerPath string) func() string {
+	c := &fingerprintCache{helperPath: helperPath, configPath: configPath, ownerPath: ownerPath}
 	return c.get
 }
 
@@ -30,7 +37,8 @@ func HelperFingerprint(helperPath, configPath string) func() string {
 // tell whether they changed. A replaced file (rename) has a new inode, one
 // written in place a new mtime or size.
 type fingerprintCache struct {
-	helperPath, configPath string
+	helperPath, configPath, ownerPath string
+	load                              func(path string) (*config.Config, error) // nil: config.Load
 
 	mu    sync.Mutex
 	stamp string // the stat of every file the fingerprint read
@@ -44,13 +52,18 @@ func (c *fingerprintCache) get() string {
 	if c.fp != "" && statStamp(c.paths) == c.stamp {
 		return c.fp
 	}
-	paths := []string{c.helperPath, c.configPath}
-	if hc, err := config.Load(c.configPath); err == nil {
-		paths = append(paths, hc.PayloadProfile, hc.Shim)
+	load := c.load
+	if load == nil {
+		load = config.Load
 	}
+	hc, err := load(c.configPath)
+	if err != nil {
+		hc = nil
+	}
+	paths := append([]string{c.helperPath, c.configPath, c.ownerPath, profilePath(hc)}, binaries(hc)...)
 	// Stamp first: a change while hashing makes the next take recompute.
 	c.paths, c.stamp = paths, statStamp(paths)
-	c.fp = helperFingerprint(c.helperPath, c.configPath)
+	c.fp = helperFingerprint(c.helperPath, c.configPath, c.ownerPath, hc)
 	return c.fp
 }
 
@@ -68,10 +81,45 @@ func statStamp(paths []string) string {
 	return b.String()
 }
 
+// binaries are the executables a launch under hc runs, each identified by
+// its stat: bubblewrap, the shim, the egress relay and every runtime's
+// interpreter (argv[0], a path the helper binds from the host at the same
+// place). A security update of any of them must not leave sandboxes built
+// with the old one in the pool.
+func binaries(hc *config.Config) []string {
+	if hc == nil {
+		return nil
+	}
+	out := []string{hc.Bwrap, hc.Shim}
+	if hc.Relay != "" {
+		out = append(out, hc.Relay)
+	}
+	names := make([]string, 0, len(hc.Runtimes))
+	for name := range hc.Runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if argv := hc.Runtimes[name].Argv; len(argv) > 0 {
+			out = append(out, argv[0])
+		}
+	}
+	return out
+}
+
+// profilePath is the payload profile's path ("" without a config).
+func profilePath(hc *config.Config) string {
+	if hc == nil {
+		return ""
+	}
+	return hc.PayloadProfile
+}
+
 // helperFingerprint identifies what a launch would attest: the helper
 // binary (inode, size, mtime), its config's bytes (binds, runtimes,
-// environments and their digests) and the payload profile's bytes.
-func helperFingerprint(helperPath, configPath string) string {
+// environments and their digests), the namespace-owner file's bytes, the
+// binaries a launch runs (binaries) and the payload profile's bytes.
+func helperFingerprint(helperPath, configPath, ownerPath string, hc *config.Config) string {
 	h := sha256.New()
 	stamp := func(path string) {
 		var st syscall.Stat_t
@@ -91,12 +139,15 @@ func helperFingerprint(helperPath, configPath string) string {
 	}
 	stamp(helperPath)
 	content(configPath)
-	if hc, err := config.Load(configPath); err == nil {
+	content(ownerPath)
+	for _, p := range binaries(hc) {
+		stamp(p)
+	}
+	if hc != nil {
 		content(hc.PayloadProfile)
-		stamp(hc.Shim)
 		envs := make([]string, 0, len(hc.Environments))
 		for _, e := range hc.Environments {
-			envs = append(envs, e.Name+"@"+e.Digest)
+			envs = append(envs, e.Name+"@"+e.EnvironmentDigest())
 		}
 		sort.Strings(envs)
 		fmt.Fprintln(h, envs)

@@ -205,3 +205,21 @@ func TestDisplayContentImages(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCodeModeDefault: run_code runs python and javascript in a kernel
+// by default, without a session too (a throwaway kernel: a chart comes
+// back as a display); shell and an explicit mode are left as asked.
+func TestRunCodeModeDefault(t *testing.T) {
+	for _, tc := range []struct{ mode, language, session, want string }{
+		{"", "python", "", "kernel"},
+		{"", "javascript", "", "kernel"},
+		{"", "shell", "", ""},
+		{"process", "python", "", "process"},
+		{"", "python", "s1", ""},
+		{"process", "python", "s1", "process"},
+	} {
+		if got := runCodeMode(tc.mode, tc.language, tc.session); got != tc.want {
+			t.Errorf("runCodeMode(%q, %q, %q) = %q, want %q", tc.mode, tc.language, tc.session, got, tc.want)
+		}
+	}
+}

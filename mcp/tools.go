@@ -88,7 +88,8 @@ func toolList() []tool {
 		{Name: "run_code", Title: "Run code in a sandbox",
 			Description: "Run Python, JavaScript or shell in an isolated sandbox (no network; CPU, memory and time limits) and return its exit status, stdout, stderr, " +
 				"rich displays (charts come back as PNG images), an entrypoint's return value and an uncaught exception. " +
-				"Without a session each run starts from an empty /workspace; with one, files and (python, javascript) interpreter state persist between runs. PNG files named in artifacts come back as images.",
+				"Without a session each run starts from an empty /workspace; with one, files and (python, javascript) interpreter state persist between runs. PNG files named in artifacts come back as images. " +
+				"Python and JavaScript run in a kernel by default, also without a session (a throwaway kernel, so that plt.show() and display() come back); mode \"process\" runs a plain interpreter instead.",
 			InputSchema: obj([]string{"language", "code"}, map[string]any{
 				"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript", "shell"}, "description": "the runtime"},
 				"code":       str("the program's source"),
@@ -97,7 +98,9 @@ func toolList() []tool {
 				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "description": "wall-clock limit in ms (default: the server's)"},
 				"artifacts":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "glob patterns of files in /workspace to return after the run (e.g. \"*.png\")"},
 				"entrypoint": str("python/javascript: a function the code defines, called after it runs with inputs; its JSON return value comes back"),
-				"inputs":     map[string]any{"type": "object", "description": "the JSON object passed to entrypoint"},
+				"mode": map[string]any{"type": "string", "enum": []string{api.ModeKernel, api.ModeProcess},
+					"description": "python/javascript: \"kernel\" (the default: the session's kernel, or without a session a throwaway one, with displays) or \"process\" (a plain interpreter: the code's own stdin/stdout)"},
+				"inputs": map[string]any{"type": "object", "description": "the JSON object passed to entrypoint"},
 			}),
 			run: runCode},
 		{Name: "create_session", Title: "Create a session",
@@ -172,6 +175,7 @@ func runCode(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, 
 		Artifacts  []string        `json:"artifacts"`
 		Entrypoint string          `json:"entrypoint"`
 		Inputs     json.RawMessage `json:"inputs"`
+		Mode       string          `json:"mode"`
 	}
 	if err := decodeArgs(raw, &a); err != nil {
 		return nil, err
@@ -180,7 +184,7 @@ func runCode(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, 
 		return nil, err
 	}
 	req := api.ExecRequest{Language: a.Language, Code: a.Code, Stdin: a.Stdin, TimeoutMS: a.TimeoutMS, Artifacts: a.Artifacts,
-		Entrypoint: a.Entrypoint, Inputs: a.Inputs}
+		Entrypoint: a.Entrypoint, Inputs: a.Inputs, Mode: runCodeMode(a.Mode, a.Language, a.Session)}
 	var res *api.ExecResult
 	var err error
 	if a.Session != "" {
@@ -192,6 +196,19 @@ func runCode(ctx context.Context, b Backend, raw json.RawMessage) (*toolResult, 
 		return nil, err
 	}
 	return execResult(res), nil
+}
+
+// runCodeMode is run_code's mode: the one asked for, else kernel for
+// python and javascript (without a session too: a model's chart comes
+// back as a display only from a kernel), else the server's default.
+func runCodeMode(mode, language, session string) string {
+	if mode != "" || session != "" {
+		return mode
+	}
+	if language == api.LanguagePython || language == api.LanguageJavaScript {
+		return api.ModeKernel
+	}
+	return ""
 }
 
 // execResult renders a result for a model: a status line, the outputs,

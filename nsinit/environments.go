@@ -64,6 +64,6 @@ func (l *launch) environment(xf *facts.Exec) (envMount, int) {
 	if e == nil {
 		return envMount{}, 0
 	}
-	xf.Environment, xf.EnvironmentDigest = e.Name, e.Digest
+	xf.Environment, xf.EnvironmentDigest = e.Name, e.EnvironmentDigest()
 	return envMount{binds: binds, env: e.Env}, 0
 }

@@ -257,8 +257,9 @@ func HasRunner(language string) bool {
 }
 
 // Mode decides an exec's mode: "" is kernel in a session for a language
-// with a runner, process otherwise; kernel is refused one-shot and for
-// shell (a persistent shell is not offered).
+// with a runner, process otherwise (one-shot, process mode keeps its exact
+// semantics as the default); kernel is refused for shell (a persistent
+// shell is not offered). A one-shot kernel exec runs in a throwaway kernel.
 func Mode(mode, runtime string, session bool) (string, error) {
 	switch mode {
 	case "":
@@ -269,9 +270,6 @@ func Mode(mode, runtime string, session bool) (string, error) {
 	case api.ModeProcess:
 		return mode, nil
 	case api.ModeKernel:
-		if !session {
-			return "", invalid("mode %q needs a session: a one-shot exec runs in a fresh process (mode %q)", mode, api.ModeProcess)
-		}
 		if !HasRunner(runtime) {
 			return "", invalid("mode %q is not available for language %q: use mode %q", mode, runtime, api.ModeProcess)
 		}

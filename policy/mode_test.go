@@ -7,8 +7,9 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// TestMode: the mode rules of issue 11 (kernel is the session default,
-// refused one-shot and for shell).
+// TestMode: the mode rules (kernel is the session default, process the
+// one-shot default; one-shot kernel is a throwaway kernel; kernel is
+// refused for shell).
 func TestMode(t *testing.T) {
 	for _, tc := range []struct {
 		mode, runtime string
@@ -22,8 +23,10 @@ func TestMode(t *testing.T) {
 		{"process", "python", true, "process"},
 		{"process", "shell", false, "process"},
 		{"kernel", "python", true, "kernel"},
-		{"kernel", "python", false, ""},
+		{"kernel", "python", false, "kernel"},
+		{"kernel", "javascript", false, "kernel"},
 		{"kernel", "shell", true, ""},
+		{"kernel", "shell", false, ""},
 		{"Kernel", "python", true, ""},
 		{"repl", "python", true, ""},
 	} {

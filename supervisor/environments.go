@@ -44,7 +44,8 @@ func Catalog(envs []config.Environment) policy.Environments {
 		for _, p := range e.Packages {
 			pk = append(pk, api.Package{Name: p.Name, Version: p.Version})
 		}
-		out = append(out, api.Environment{Name: e.Name, Language: e.Language, Digest: e.Digest, Packages: pk, Default: e.Default})
+		out = append(out, api.Environment{Name: e.Name, Language: e.Language, Digest: e.EnvironmentDigest(), TreeDigest: e.Digest,
+			Env: e.EnvMap(), Packages: pk, Default: e.Default})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

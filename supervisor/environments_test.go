@@ -53,7 +53,8 @@ func TestEnvironmentsEndpointAndDecide(t *testing.T) {
 		t.Fatalf("%d %s %v", r.status, r.body, err)
 	}
 	if len(list.Environments) != 2 || list.Environments[0].Name != "minimal" || list.Environments[0].Packages == nil ||
-		!list.Environments[1].Default || list.Environments[1].Digest != tree.Digest || list.Environments[1].Packages[0].Name != "python3-pandas" {
+		!list.Environments[1].Default || list.Environments[1].TreeDigest != tree.Digest || list.Environments[1].Digest != tree.EnvironmentDigest() ||
+		list.Environments[1].Packages[0].Name != "python3-pandas" {
 		t.Fatalf("list %+v", list)
 	}
 
@@ -74,7 +75,7 @@ func TestEnvironmentsEndpointAndDecide(t *testing.T) {
 	ts.sink.ForExec("") // lock
 	for _, rec := range ts.sink.Records {
 		f := rec.FactMap()
-		if rec.Step == "decide" && rec.OK && f["environment"] == "python-datascience" && f["environment_digest"] == tree.Digest {
+		if rec.Step == "decide" && rec.OK && f["environment"] == "python-datascience" && f["environment_digest"] == tree.EnvironmentDigest() {
 			decides++
 		}
 	}

@@ -250,14 +250,15 @@ func (s *Server) launchAndAnswer(ctx context.Context, c *execCall, d decision) {
 			res.Network = network
 		}
 	}
-	if err == nil && d.runsPlain(c.sess) {
+	if err == nil && d.runsPlain() {
 		deriveException(d.launch.Runtime, res)
 	}
 	s.answer(ctx, c, d, res, err, st)
 }
 
-// dispatch runs a decided exec: in the session's kernel, through the
-// runner's run-once mode (a process-mode code-node call), or as a plain
+// dispatch runs a decided exec: in the session's kernel, in a throwaway
+// kernel (a one-shot kernel exec), through the runner's run-once mode (a
+// process-mode code-node call), or as a plain
 // process (every other process-mode exec; its exception is derived from
 // its stderr afterwards). With a streamer, output and displays are
 // streamed as they happen.
@@ -269,7 +270,7 @@ func (s *Server) dispatch(ctx context.Context, sess *session.Session, d decision
 	switch {
 	case d.mode == api.ModeKernel && sess != nil:
 		return s.runKernelExec(ctx, sess, d, emit)
-	case s.useRunner(d):
+	case d.mode == api.ModeKernel, s.useRunner(d):
 		return s.runOnce(ctx, d, emit)
 	case d.entrypoint != "":
 		return nil, errdefs.New(errdefs.ErrUnavailable, "this supervisor's launcher cannot run code-node calls (entrypoint)", "", nil)
@@ -329,8 +330,8 @@ func (s *Server) answer(ctx context.Context, c *execCall, d decision, res *launc
 // runsPlain reports whether the exec ran as a plain interpreter, whose
 // exception (if any) only its stderr tells: neither in a kernel nor a
 // code-node call through the runner.
-func (d decision) runsPlain(sess *session.Session) bool {
-	return d.entrypoint == "" && (d.mode != api.ModeKernel || sess == nil)
+func (d decision) runsPlain() bool {
+	return d.entrypoint == "" && d.mode != api.ModeKernel
 }
 
 func (s *Server) answerResult(w http.ResponseWriter, log *slog.Logger, execID string, limits policy.Limits, res *launch.ExecResult, st *streamer) {

@@ -17,7 +17,7 @@ func (s *Server) kernelHost() (*kernel.Host, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &kernel.Host{Runners: rl, Egress: s.kernelEgress, Audit: s.auditStep}, true
+	return &kernel.Host{Runners: rl, Egress: s.kernelEgress, Audit: s.auditStep, FrameBudget: s.frames}, true
 }
 
 // auditStep writes a supervisor record of exec execID, of f's step.
@@ -38,10 +38,18 @@ func (s *Server) useRunner(d decision) bool {
 	return policy.HasRunner(d.launch.Runtime)
 }
 
-// runOnce runs a process-mode python/javascript exec through the runner's
-// run-once mode (kernel.Host.RunOnce).
+// runOnce runs an exec through the runner's run-once mode
+// (kernel.Host.RunOnce): a process-mode code-node call, or a one-shot
+// kernel exec, which gets a throwaway kernel of its own, started cold and
+// ended after it, so that displays come back without a session. The warm
+// pool cannot serve a kernel: a warm sandbox hands the payload its stdout
+// as a plain pipe, while a kernel's stdout is the framed channel the host
+// drives from the start.
 func (s *Server) runOnce(ctx context.Context, d decision, emit func(event) bool) (*launch.ExecResult, error) {
-	host, _ := s.kernelHost()
+	host, ok := s.kernelHost()
+	if !ok {
+		return nil, kernel.ModeUnavailable()
+	}
 	return host.RunOnce(ctx, d.kernelExec(emit))
 }
 

@@ -19,6 +19,8 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/audit/facts"
+	"github.com/sandboxd/sandboxd/kernel"
+	"github.com/sandboxd/sandboxd/kernel/protocol"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/session"
@@ -56,7 +58,9 @@ type Server struct {
 	egress   *egressHost    // nil: no egress proxy (SetEgress)
 	limits   *callerLimits
 	refusals *audit.RefusalLimiter // nil without a sink
-	live     *liveSettings         // admin overrides (settings.go)
+	// frames bounds the kernel-channel frames all kernels hold at once.
+	frames *protocol.Budget
+	live   *liveSettings // admin overrides (settings.go)
 	// auth authenticates requests on TCP listeners (SetAuth).
 	auth          atomic.Pointer[Auth] // nil: no authentication (SetAuth never called)
 	keys          keysStatus           // the keys file's loads, for health (LoadKeys)
@@ -97,6 +101,7 @@ func NewServer(cfg policy.Config, l launch.Launcher, p launch.Prober, sink audit
 		shutdownGrace: defaultShutdownGrace,
 		killGrace:     defaultKillGrace,
 		live:          newLiveSettings(cfg),
+		frames:        protocol.NewBudget(kernel.DefaultFrameBudgetBytes, kernel.FrameBudgetWait),
 		authFails:     newAuthFailures(authFailLimit, authFailWindow, authFailTable),
 		authFailDelay: defaultAuthFailDelay,
 	}

@@ -53,13 +53,16 @@ func TestStreamedProcessExec(t *testing.T) {
 	}
 }
 
-// TestKernelModeRules: kernel mode is refused one-shot and for shell; in
-// a session, a launcher that cannot run kernels runs the default mode as a
-// process and refuses an explicit kernel mode as unavailable.
+// TestKernelModeRules: kernel mode is refused for shell; a launcher that
+// cannot run kernels refuses an explicit kernel mode (one-shot too) as
+// unavailable.
 func TestKernelModeRules(t *testing.T) {
 	ts := startServer(t, testConfig(), nil, readyChecks())
-	if r := ts.do("POST", "/v1/exec", `{"language":"python","code":"1","mode":"kernel"}`); r.status != 400 {
-		t.Fatalf("one-shot kernel: %d %s", r.status, r.body)
+	if r := ts.do("POST", "/v1/exec", `{"language":"python","code":"1","mode":"kernel"}`); r.status != 503 {
+		t.Fatalf("one-shot kernel without kernels: %d %s", r.status, r.body)
+	}
+	if r := ts.do("POST", "/v1/exec", `{"language":"shell","code":"true","mode":"kernel"}`); r.status != 400 {
+		t.Fatalf("one-shot shell kernel: %d %s", r.status, r.body)
 	}
 	if r := ts.do("POST", "/v1/exec", `{"language":"shell","code":"true","entrypoint":"main"}`); r.status != 400 {
 		t.Fatalf("shell entrypoint: %d %s", r.status, r.body)

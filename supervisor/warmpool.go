@@ -43,7 +43,7 @@ func (s *Server) StartWarmPool(ctx context.Context) func() {
 	p := launch.NewWarmPool(launch.WarmPoolConfig{
 		Min: s.cfg.WarmPool.Min, Max: s.cfg.WarmPool.Max, Builders: builders,
 		Build:       func(key launch.WarmKey) (launch.WarmSandbox, error) { return s.buildWarm(ws, key) },
-		Fingerprint: launch.HelperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath),
+		Fingerprint: launch.HelperFingerprint(s.cfg.HelperPath, s.cfg.HelperConfigPath, launch.DefaultOwnerFile),
 		Log:         s.log,
 	})
 	s.warm.Store(p)

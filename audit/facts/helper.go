@@ -141,7 +141,7 @@ type Exec struct {
 	BwrapGID          int      `json:"bwrap_gid,omitzero" doc:"the gid bwrap is exec'd as"`
 	Reason            string   `json:"reason,omitzero" doc:"on a failure while waiting for the release: why (supervisor_gone)"`
 	Environment       string   `json:"environment,omitzero" doc:"the environment bound into the sandbox (helper config), after its tree passed the registration check: the exec result's policy.environment.name"`
-	EnvironmentDigest string   `json:"environment_digest,omitzero" doc:"its registered content digest (sha256 of the tree's manifest entries): the exec result's policy.environment.digest"`
+	EnvironmentDigest string   `json:"environment_digest,omitzero" doc:"its environment digest (over the tree's registered content digest and its variables): the exec result's policy.environment.digest"`
 	EnvironmentError  string   `json:"environment_error,omitzero" doc:"on failure: why the environment was refused (unknown, or its tree changed after registration)"`
 	Timing
 }

@@ -85,7 +85,7 @@ type Decide struct {
 	Code              string            `json:"code,omitzero" doc:"on refusal: the API error code"`
 	Probe             bool              `json:"probe,omitzero" doc:"the record of a health probe (GET /v1/health ran a probe exec through the whole launch)"`
 	Environment       string            `json:"environment,omitzero" doc:"the environment the exec runs in: the request's, else the session's, else the language's default (helper config)"`
-	EnvironmentDigest string            `json:"environment_digest,omitzero" doc:"that environment's registered content digest"`
+	EnvironmentDigest string            `json:"environment_digest,omitzero" doc:"that environment's digest (over its tree's registered content digest and its variables)"`
 }
 
 // Step implements Facts.

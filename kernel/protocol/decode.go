@@ -31,6 +31,27 @@ type Decoder struct {
 	line  []byte
 	err   error
 	count int64 // frames read so far, for error messages
+
+	budget  *Budget // nil: no shared bound
+	charged int64   // bytes of budget the line buffer holds
+}
+
+// Budget makes d charge its line buffer to b (shared by all of a
+// supervisor's kernels). Call it before the first Next.
+func (d *Decoder) Budget(b *Budget) { d.budget = b }
+
+// Close returns what d holds of its budget; d must not be used after.
+func (d *Decoder) Close() {
+	d.line = nil
+	d.uncharge()
+}
+
+// uncharge returns the budget the line buffer held.
+func (d *Decoder) uncharge() {
+	if d.budget != nil && d.charged > 0 {
+		d.budget.release(d.charged)
+	}
+	d.charged = 0
 }
 
 // NewDecoder returns a decoder reading from r.
@@ -65,14 +86,18 @@ func (d *Decoder) Next() (Frame, error) {
 // holding more than MaxFrameBytes of it: bufio.Scanner or ReadBytes would
 // buffer whatever the kernel sends.
 func (d *Decoder) readLine() ([]byte, error) {
-	if cap(d.line) > 4*readChunk {
+	if cap(d.line) > FreeLineBytes {
 		d.line = nil // do not pin a huge buffer between frames
+		d.uncharge() // the last frame has been consumed
 	}
 	d.line = d.line[:0]
 	for {
 		chunk, err := d.r.ReadSlice('\n')
 		if len(d.line)+len(chunk) > MaxFrameBytes+1 { // +1: the newline
 			return nil, protoErr(errdefs.ErrTooLarge, "frame longer than %d bytes", MaxFrameBytes)
+		}
+		if err := d.charge(grownCap(d.line, chunk)); err != nil {
+			return nil, err
 		}
 		d.line = appendBounded(d.line, chunk)
 		switch {
@@ -90,14 +115,34 @@ func (d *Decoder) readLine() ([]byte, error) {
 	}
 }
 
+// charge makes the budget cover a line buffer of capacity c before it is
+// allocated (beyond FreeLineBytes).
+func (d *Decoder) charge(c int) error {
+	if d.budget == nil || c <= FreeLineBytes || int64(c) <= d.charged {
+		return nil
+	}
+	if err := d.budget.acquire(int64(c) - d.charged); err != nil {
+		return err
+	}
+	d.charged = int64(c)
+	return nil
+}
+
+// grownCap is the capacity of line once chunk is appended (appendBounded).
+func grownCap(line, chunk []byte) int {
+	need := len(line) + len(chunk)
+	if need <= cap(line) {
+		return cap(line)
+	}
+	return min(max(2*cap(line), need, readChunk), MaxFrameBytes+1)
+}
+
 // appendBounded appends chunk doubling the capacity but never past the
 // frame limit: append's own growth (1.25x for large slices) would allocate
 // several times the limit in total on the way to a 32 MiB line.
 func appendBounded(line, chunk []byte) []byte {
 	if need := len(line) + len(chunk); need > cap(line) {
-		newCap := max(2*cap(line), need, readChunk)
-		newCap = min(newCap, MaxFrameBytes+1)
-		grown := make([]byte, len(line), newCap)
+		grown := make([]byte, len(line), grownCap(line, chunk))
 		copy(grown, line)
 		line = grown
 	}

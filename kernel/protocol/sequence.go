@@ -24,6 +24,13 @@ type Conn struct {
 // NewConn returns a Conn reading frames from r.
 func NewConn(r io.Reader) *Conn { return &Conn{dec: NewDecoder(r)} }
 
+// Budget makes the connection's decoder charge its frames to b, the
+// supervisor's budget for frames in flight. Call it before Ready.
+func (c *Conn) Budget(b *Budget) { c.dec.Budget(b) }
+
+// Close returns what the connection holds of its budget.
+func (c *Conn) Close() { c.dec.Close() }
+
 // Ready reads and returns the ready frame; it must be the first frame.
 func (c *Conn) Ready() (*Ready, error) {
 	if c.ready != nil {

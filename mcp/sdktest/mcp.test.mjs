@@ -66,6 +66,23 @@ test('run_code one-shot in python and javascript', async () => {
   assert.match(text(res), /ValueError: bad input/);
 });
 
+test('a one-shot chart: run_code without a session returns the PNG (a throwaway kernel)', async () => {
+  const res = await call('run_code', {
+    language: 'python',
+    code: 'import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()\nprint("drawn")',
+  });
+  assert.equal(res.isError, false, text(res));
+  assert.match(text(res), /drawn/);
+  const img = res.content.find((c) => c.type === 'image');
+  assert.ok(img, `a one-shot chart comes back as an image: ${text(res)}`);
+  assert.equal(img.mimeType, 'image/png');
+  assert.ok(Buffer.from(img.data, 'base64').subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), 'PNG signature');
+  // mode "process" keeps a plain interpreter: no displays.
+  const plain = await call('run_code', { language: 'python', mode: 'process', code: 'import matplotlib.pyplot as plt\nplt.plot([1])\nplt.show()\nprint("plain")' });
+  assert.match(text(plain), /plain/);
+  assert.ok(!plain.content.some((c) => c.type === 'image'), `process mode returns no display: ${text(plain)}`);
+});
+
 test('sessions, files and a chart', async () => {
   const created = await call('create_session', {});
   const id = created.structuredContent.id;

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -26,10 +29,14 @@ type Environment struct {
 	Mount string `json:"mount,omitempty"`
 	// Manifest is the root-owned manifest of Root, outside Root.
 	Manifest string `json:"manifest,omitempty"`
-	// Digest is the tree's content digest (envtree.Digest).
+	// Digest is the tree's content digest (envtree.Digest), as registered:
+	// what the helper checks the tree against. The environment's own
+	// digest, which also covers Env, is EnvironmentDigest.
 	Digest string `json:"digest"`
 	// Env is NAME=value set in the payload's environment (PYTHONPATH,
 	// MATPLOTLIBRC, MPLCONFIGDIR, NODE_PATH ...); a request's env wins.
+	// It is part of the environment's definition: EnvironmentDigest
+	// covers it.
 	Env []string `json:"env,omitempty"`
 	// Packages are what the environment declares it provides.
 	Packages []Package `json:"packages,omitempty"`
@@ -42,6 +49,36 @@ type Environment struct {
 type Package struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
+}
+
+// EnvironmentDigest is the digest of the environment as a payload gets it:
+// sha256 over a version line, the tree's registered digest and the
+// variables, sorted, one NAME=value a line. It is what GET
+// /v1/environments lists, the decide record and the helper's exec facts
+// attest and the result's policy.environment.digest says: the helper
+// computes it from the same root-owned config whose variables it sets and
+// whose tree digest it checks, so the attested digest covers exactly what
+// the payload got. A value may contain a newline, so each entry is
+// length-prefixed: two lists never hash alike.
+func (e Environment) EnvironmentDigest() string {
+	env := append([]string(nil), e.Env...)
+	sort.Strings(env)
+	h := sha256.New()
+	fmt.Fprintf(h, "sandboxd environment v1\ntree %s\n", e.Digest)
+	for _, kv := range env {
+		fmt.Fprintf(h, "%d:%s\n", len(kv), kv)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// EnvMap is Env as a map of names to values.
+func (e Environment) EnvMap() map[string]string {
+	out := make(map[string]string, len(e.Env))
+	for _, kv := range e.Env {
+		name, value, _ := strings.Cut(kv, "=")
+		out[name] = value
+	}
+	return out
 }
 
 // Environment returns the environment called name.

@@ -50,3 +50,31 @@ func TestValidateEnvironments(t *testing.T) {
 		t.Fatalf("duplicate: %v", err)
 	}
 }
+
+// TestEnvironmentDigestCoversVariables: the environment digest changes
+// with the tree's digest and with any variable's name or value, not with
+// the variables' order, and is not the tree digest itself.
+func TestEnvironmentDigestCoversVariables(t *testing.T) {
+	base := Environment{Digest: "sha256:" + strings.Repeat("a", 64), Env: []string{"A=1", "B=2"}}
+	d := base.EnvironmentDigest()
+	if d == base.Digest || !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
+		t.Fatalf("digest %q", d)
+	}
+	for _, tc := range []struct {
+		name string
+		e    Environment
+		same bool
+	}{
+		{"reordered", Environment{Digest: base.Digest, Env: []string{"B=2", "A=1"}}, true},
+		{"a value", Environment{Digest: base.Digest, Env: []string{"A=1", "B=3"}}, false},
+		{"a name", Environment{Digest: base.Digest, Env: []string{"A=1", "C=2"}}, false},
+		{"one more", Environment{Digest: base.Digest, Env: []string{"A=1", "B=2", "C=3"}}, false},
+		{"none", Environment{Digest: base.Digest}, false},
+		{"entries joined differently", Environment{Digest: base.Digest, Env: []string{"A=1\nB=2"}}, false},
+		{"the tree", Environment{Digest: "sha256:" + strings.Repeat("b", 64), Env: base.Env}, false},
+	} {
+		if got := tc.e.EnvironmentDigest(); (got == d) != tc.same {
+			t.Errorf("%s: digest %s, base %s, want same=%v", tc.name, got, d, tc.same)
+		}
+	}
+}
