@@ -58,9 +58,16 @@ export type Environment = {
    */
   default: boolean;
   /**
-   * Content digest of the tree (the registered manifest's entries).
+   * The environment's digest: sha256 over a version line, the tree
+   * digest and the variables, sorted, each length-prefixed
+   * (docs/ENVIRONMENTS.md). What results and audit records attest.
    */
   digest: string;
+  /**
+   * The variables every payload in the environment gets, names to
+   * values (a request's env wins over them).
+   */
+  env: Record<string, string>;
   language: "python" | "javascript";
   /**
    * What a request's "environment" names.
@@ -70,6 +77,10 @@ export type Environment = {
    * The packages the environment declares, with their versions.
    */
   packages: Array<Package>;
+  /**
+   * Content digest of the tree (the registered manifest's entries).
+   */
+  tree_digest: string;
 };
 
 /**
@@ -129,7 +140,9 @@ export type EnvironmentList = {
  */
 export type EnvironmentRef = {
   /**
-   * Content digest of the environment's tree, fixed at registration.
+   * The environment's digest: sha256 over the tree's registered
+   * content digest and its variables (docs/ENVIRONMENTS.md), as
+   * GET /v1/environments lists it.
    */
   digest: string;
   name: string;
@@ -253,11 +266,13 @@ export type ExecRequest = {
    */
   language: "python" | "javascript" | "shell";
   /**
-   * process (the only one-shot mode; "kernel" here is 400): a fresh
-   * interpreter. In a session, kernel (the default for python and
-   * javascript) runs the code in the session's long-lived kernel of
-   * the language, whose state persists across execs; shell is
-   * process only (kernel: 400).
+   * process (the one-shot default): a fresh interpreter. In a
+   * session, kernel (the default for python and javascript) runs the
+   * code in the session's long-lived kernel of the language, whose
+   * state persists across execs. One-shot, kernel runs python or
+   * javascript in a throwaway kernel started for this exec and ended
+   * after it (displays such as plt.show() come back; never from the
+   * warm pool). Shell is process only (kernel: 400).
    */
   mode?: "kernel" | "process" | "";
   /**
