@@ -616,33 +616,63 @@ func (l *launch) becomeSubreaper() {
 	l.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
 }
 
-// nothingLeft reports, once bwrap has been reaped, whether this process
-// has no child but the keeper. Everything of the sandbox descends from
-// bwrap: its pid 1 dies with the pid namespace (the kernel kills the rest
-// and pid 1 is reaped only after them), bwrap reaps it before it exits on
-// its own, and whatever bwrap did not reap is re-parented to this
-// subreaper by bwrap's exit, before bwrap could be reaped. Any doubt (no
-// subreaper, an unreadable children list) is "something left".
+// nothingLeft reports, once bwrap has been reaped, whether nothing of the
+// sandbox but zombies is left. Everything of the sandbox descends from
+// bwrap, and whatever bwrap leaves when it exits is re-parented to this
+// subreaper before bwrap can be reaped: normally the sandbox's pid 1, which
+// reported the payload's status and is exiting (bwrap does not wait for
+// it; its death takes the pid namespace, and the supervisor reaps it by
+// its pidfd), or, after a bwrap that failed during set-up, its set-up
+// child. So the ending is clean when, within a short bound, every child
+// but the keeper is a zombie. Any doubt (no subreaper, an unreadable list,
+// a child still running at the bound) is "something left".
 func (l *launch) nothingLeft() bool {
 	if !l.subreaper {
 		return false
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return false
-	}
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+	for deadline := time.Now().Add(50 * time.Millisecond); ; time.Sleep(500 * time.Microsecond) {
+		running, err := l.runningChildren()
 		if err != nil {
 			return false
 		}
+		if running == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// runningChildren counts this process's children, the keeper aside, that
+// are not zombies.
+func (l *launch) runningChildren() (int, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, fmt.Errorf("list threads: %w", err)
+	}
+	running := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			return 0, fmt.Errorf("read children: %w", err)
+		}
 		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err != nil || pid != l.pre.KeeperPID {
-				return false
+			if f == strconv.Itoa(l.pre.KeeperPID) {
+				continue
+			}
+			stat, err := os.ReadFile("/proc/" + f + "/stat")
+			if err != nil {
+				return 0, fmt.Errorf("read child %s: %w", f, err)
+			}
+			// "pid (comm) S ...": comm may hold anything but ends at the last ')'.
+			k := strings.LastIndexByte(string(stat), ')')
+			if k < 0 || k+2 >= len(stat) || stat[k+2] != 'Z' {
+				running++
 			}
 		}
 	}
-	return true
+	return running, nil
 }
 
 // dieBy ends this process by sig, so that its parent sees bwrap's signal.

@@ -121,7 +121,8 @@ func TestRelayTellsKeeperCleanEnd(t *testing.T) {
 	}{
 		{"exit 0", "exit 0", true},
 		{"exit 3", "exit 3", true},
-		{"an orphan left behind", "sleep 0.3 & exit 0", false},
+		{"a child that exits just after, as the sandbox's pid 1 does", "sleep 0.005 & exit 0", true},
+		{"an orphan left running", "sleep 0.3 & exit 0", false},
 		{"killed by SIGKILL", "kill -KILL $$", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
