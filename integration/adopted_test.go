@@ -36,9 +36,9 @@ func TestKilledHelperLeavesNoZombie(t *testing.T) {
 		status, _ := s.do("POST", "/v1/exec", py("import time; time.sleep(30)"))
 		done <- status
 	}()
-	running := waitChild(t, sup, func(pid int) bool {
-		return pid != pooled && !preStarted(strconv.Itoa(pid)) && len(zombies(pid)) == 0 && hasChild(pid)
-	})
+	// The launch's helper is the one relaying a bwrap (a helper just
+	// pre-started may not be in its pool cgroup yet).
+	running := waitChild(t, sup, func(pid int) bool { return pid != pooled && len(zombies(pid)) == 0 && hasBwrap(pid) })
 	time.Sleep(100 * time.Millisecond) // bwrap and the payload up
 	if err := syscall.Kill(running, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the launch's helper %d: %v", running, err)
@@ -72,7 +72,14 @@ func waitChild(t *testing.T, pid int, ok func(int) bool) int {
 	return 0
 }
 
-func hasChild(pid int) bool { return len(childrenOf(pid)) > 0 }
+func hasBwrap(pid int) bool {
+	for _, c := range childrenOf(pid) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(comm)) == "bwrap" {
+			return true
+		}
+	}
+	return false
+}
 
 // zombies lists those of pids that have exited and wait to be reaped.
 func zombies(pids ...int) []string {
