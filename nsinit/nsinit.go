@@ -616,63 +616,73 @@ func (l *launch) becomeSubreaper() {
 	l.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
 }
 
-// nothingLeft reports, once bwrap has been reaped, whether nothing of the
-// sandbox but zombies is left. Everything of the sandbox descends from
-// bwrap, and whatever bwrap leaves when it exits is re-parented to this
-// subreaper before bwrap can be reaped: normally the sandbox's pid 1, which
-// reported the payload's status and is exiting (bwrap does not wait for
-// it; its death takes the pid namespace, and the supervisor reaps it by
-// its pidfd), or, after a bwrap that failed during set-up, its set-up
-// child. So the ending is clean when, within a short bound, every child
-// but the keeper is a zombie. Any doubt (no subreaper, an unreadable list,
-// a child still running at the bound) is "something left".
+// nothingLeft reports, once bwrap has been reaped, whether nothing the
+// keeper exists for is left: no live process that runs as the namespace
+// owner, which the service uid may not signal. Everything of the sandbox
+// descends from bwrap, and whatever bwrap leaves when it exits is
+// re-parented to this subreaper before bwrap can be reaped: normally the
+// sandbox's pid 1, which reported the payload's status and is exiting
+// (bwrap does not wait for it; it runs as the payload's uid, the service
+// uid outside, and the supervisor kills and reaps it by its pidfd), or,
+// after a bwrap that failed during set-up, its set-up child, perhaps still
+// the owner. A process of the namespace that is not the owner can never
+// become it again (the owner is not mapped in the namespace), nor can its
+// children. So the end is clean when every child but the keeper is a
+// zombie or holds no owner id. Any doubt (no subreaper, an unreadable
+// list or status) is "something left".
 func (l *launch) nothingLeft() bool {
 	if !l.subreaper {
 		return false
 	}
-	for deadline := time.Now().Add(50 * time.Millisecond); ; time.Sleep(500 * time.Microsecond) {
-		running, err := l.runningChildren()
-		if err != nil {
-			return false
-		}
-		if running == 0 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-}
-
-// runningChildren counts this process's children, the keeper aside, that
-// are not zombies.
-func (l *launch) runningChildren() (int, error) {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return 0, fmt.Errorf("list threads: %w", err)
+		return false
 	}
-	running := 0
 	for _, t := range tasks {
 		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
 		if err != nil {
-			return 0, fmt.Errorf("read children: %w", err)
+			return false
 		}
 		for _, f := range strings.Fields(string(b)) {
-			if f == strconv.Itoa(l.pre.KeeperPID) {
-				continue
-			}
-			stat, err := os.ReadFile("/proc/" + f + "/stat")
-			if err != nil {
-				return 0, fmt.Errorf("read child %s: %w", f, err)
-			}
-			// "pid (comm) S ...": comm may hold anything but ends at the last ')'.
-			k := strings.LastIndexByte(string(stat), ')')
-			if k < 0 || k+2 >= len(stat) || stat[k+2] != 'Z' {
-				running++
+			if f != strconv.Itoa(l.pre.KeeperPID) && !harmless(f, l.pre.OwnerUID) {
+				return false
 			}
 		}
 	}
-	return running, nil
+	return true
+}
+
+// harmless reports whether the process pid is a zombie or none of its
+// uids (real, effective, saved, filesystem) is owner.
+func harmless(pid string, owner int) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
+	}
+	var state, uids string
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			switch k {
+			case "State":
+				state = strings.TrimSpace(v)
+			case "Uid":
+				uids = v
+			}
+		}
+	}
+	if strings.HasPrefix(state, "Z") {
+		return true
+	}
+	ids := strings.Fields(uids)
+	if len(ids) != 4 {
+		return false
+	}
+	for _, id := range ids {
+		if id == strconv.Itoa(owner) {
+			return false
+		}
+	}
+	return true
 }
 
 // dieBy ends this process by sig, so that its parent sees bwrap's signal.

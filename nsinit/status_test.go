@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -17,6 +18,9 @@ import (
 // run the helper's steps with a real child in bwrap's place (relayChild)
 // instead of the tests.
 const relayChildEnv = "SANDBOXD_TEST_RELAY_SCRIPT"
+
+// relayOwnerEnv is the uid relayChild takes for the namespace owner's.
+const relayOwnerEnv = "SANDBOXD_TEST_RELAY_OWNER"
 
 func TestMain(m *testing.M) {
 	if script := os.Getenv(relayChildEnv); script != "" {
@@ -34,6 +38,7 @@ func relayChild(script string) int {
 		// fd 7, when open, stands for the keeper's life pipe, and this
 		// process is a subreaper, as the exec step makes it before bwrap.
 		l := &launch{}
+		l.pre.OwnerUID, _ = strconv.Atoi(os.Getenv(relayOwnerEnv))
 		if _, err := unix.FcntlInt(7, unix.F_GETFD, 0); err == nil {
 			unix.CloseOnExec(7)
 			l.pre.LifeFD = 7
@@ -115,15 +120,17 @@ func TestRelayTellsKeeperCleanEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer devnull.Close()
+	me, other := os.Getuid(), 4000000
 	for _, tc := range []struct {
 		name, script string
+		owner        int // the namespace owner's uid
 		clean        bool
 	}{
-		{"exit 0", "exit 0", true},
-		{"exit 3", "exit 3", true},
-		{"a child that exits just after, as the sandbox's pid 1 does", "sleep 0.005 & exit 0", true},
-		{"an orphan left running", "sleep 0.3 & exit 0", false},
-		{"killed by SIGKILL", "kill -KILL $$", false},
+		{"exit 0", "exit 0", other, true},
+		{"exit 3", "exit 3", other, true},
+		{"a child left running, not as the owner (the sandbox's pid 1)", "sleep 0.3 & exit 0", other, true},
+		{"a child left running as the owner", "sleep 0.3 & exit 0", me, false},
+		{"killed by SIGKILL", "kill -KILL $$", other, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, w, err := os.Pipe()
@@ -132,7 +139,7 @@ func TestRelayTellsKeeperCleanEnd(t *testing.T) {
 			}
 			defer r.Close()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = []string{relayChildEnv + "=" + tc.script}
+			cmd.Env = []string{relayChildEnv + "=" + tc.script, relayOwnerEnv + "=" + strconv.Itoa(tc.owner)}
 			cmd.ExtraFiles = []*os.File{devnull, devnull, devnull, devnull, w}
 			_ = cmd.Run()
 			w.Close()
