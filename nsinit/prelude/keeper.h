@@ -10,8 +10,8 @@
 
 // SBX_LIFE_CLEAN is the one byte the helper writes to the life pipe before
 // it closes it when its launch ended cleanly: bwrap exited on its own and
-// nothing it started is left (the helper, a child subreaper from bwrap's
-// fork on, has no child but the keeper).
+// no live process of the namespace owner is left (the helper, a child
+// subreaper from bwrap's fork on, checks what bwrap left to it).
 #define SBX_LIFE_CLEAN 'c'
 
 // sbx_await_life_end reads the life pipe until EOF (or an error) and

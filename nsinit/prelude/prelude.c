@@ -58,8 +58,8 @@
 // however it exits; then it SIGKILLs every process of the namespace --
 // bwrap, its set-up child, the sandbox's pid 1 and so the whole sandbox --
 // and exits -- unless the helper wrote the one "clean end" byte first
-// (keeper.h): bwrap exited on its own and nothing it started is left, so
-// there is nothing to scan for. (A pid namespace for bwrap to join would be simpler, but
+// (keeper.h): bwrap exited on its own and no live process of the owner is
+// left, so there is nothing to scan for. (A pid namespace for bwrap to join would be simpler, but
 // bwrap's --pidns passes pids with SCM_CREDENTIALS, which fails while the
 // owner is not mapped in the namespace, and mapping it is not wanted.)
 //
