@@ -30,18 +30,12 @@ func TestToExecPhase(t *testing.T) {
 			t.Fatalf("exec %d: %+v", i, r)
 		}
 	}
-	tus := map[string]map[string]float64{}
+	recs := s.auditRecords()
+	tus := helperStepTimes(recs)
 	var toExec []float64
 	var pooled int
-	for _, r := range s.auditRecords() {
-		id, _ := r["exec_id"].(string)
+	for _, r := range recs {
 		f, _ := r["facts"].(map[string]any)
-		if v, ok := f["t_us"].(float64); ok && r["source"] == "nsinit" {
-			if tus[id] == nil {
-				tus[id] = map[string]float64{}
-			}
-			tus[id][r["step"].(string)] = v / 1000
-		}
 		if lu, _ := f["launch_us"].(map[string]any); r["step"] == "reap" && lu != nil {
 			if p, _ := f["helper_pooled"].(bool); p {
 				pooled++
@@ -73,4 +67,21 @@ func median(v []float64) float64 {
 	}
 	sort.Float64s(v)
 	return v[len(v)/2]
+}
+
+// helperStepTimes are the helper's report times (t_us, in ms) by exec id
+// and step, from an audit log's records.
+func helperStepTimes(recs []map[string]any) map[string]map[string]float64 {
+	tus := map[string]map[string]float64{}
+	for _, r := range recs {
+		id, _ := r["exec_id"].(string)
+		f, _ := r["facts"].(map[string]any)
+		if v, ok := f["t_us"].(float64); ok && r["source"] == "nsinit" {
+			if tus[id] == nil {
+				tus[id] = map[string]float64{}
+			}
+			tus[id][r["step"].(string)] = v / 1000
+		}
+	}
+	return tus
 }
