@@ -473,17 +473,7 @@ func (p *phase) memory() {
 // the exec took a pre-started helper.
 func (p *phase) collectBreakdown() {
 	recs := p.s.auditRecords()
-	tus := map[string]map[string]float64{}
-	for _, r := range recs {
-		id, _ := r["exec_id"].(string)
-		f, _ := r["facts"].(map[string]any)
-		if v, ok := f["t_us"].(float64); ok && r["source"] == "nsinit" {
-			if tus[id] == nil {
-				tus[id] = map[string]float64{}
-			}
-			tus[id][r["step"].(string)] = v / 1000
-		}
-	}
+	tus := helperStepTimes(recs)
 	for _, r := range recs {
 		id, _ := r["exec_id"].(string)
 		f, _ := r["facts"].(map[string]any)

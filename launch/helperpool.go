@@ -203,7 +203,8 @@ func (hp *helperProc) exited() bool {
 // ran in it), reaps it and removes its pipes and cgroup. SIGTERM first:
 // the helper then ends and reaps its keeper (SECURITY.md, "A helper killed
 // at any moment") before it dies, where a SIGKILL would leave the keeper
-// to us, a child subreaper, as a zombie. SIGKILL after a second.
+// to us, a child subreaper, as a zombie for ReapAdopted (adopted.go) to
+// reap. SIGKILL after a second.
 func (hp *helperProc) discard() {
 	_ = hp.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -173,12 +173,20 @@ func (hp *helperProc) fork() error {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := hp.cmd.Start(); err != nil {
+		// Registered as ours before any scan of adopted children can see
+		// it (adopted.go): its status is this Wait's.
+		if err := ownChildren.forked(func() (int, error) {
+			if err := hp.cmd.Start(); err != nil {
+				return 0, err
+			}
+			return hp.cmd.Process.Pid, nil
+		}); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
 		err := hp.cmd.Wait()
+		ownChildren.waited(hp.cmd.Process.Pid)
 		hp.waited <- waitStatus{err: err, state: hp.cmd.ProcessState}
 	}()
 	return <-started

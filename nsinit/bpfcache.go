@@ -38,14 +38,22 @@ func payloadFilter(path string) (bpf []byte, sha string, source string, p *profi
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("read payload profile: %w", err)
 	}
+	cache, why := readBPFCacheFile(BPFCachePath(path))
+	return filterFrom(path, raw, cache, why)
+}
+
+// filterFrom is payloadFilter on bytes already read: the profile's, and the
+// cache file's (nil, with why, when there is no trusted cache).
+func filterFrom(path string, raw, cache []byte, why string) (bpf []byte, sha string, source string, p *profiles.Profile, err error) {
 	sum := sha256.Sum256(raw)
 	sha = hex.EncodeToString(sum[:])
-	cache := BPFCachePath(path)
-	if prog, why := readBPFCache(cache, sha); prog != nil {
-		return prog, sha, "precompiled " + cache, nil, nil
-	} else {
-		source = "compiled at launch (" + why + ")"
+	if cache != nil {
+		var prog []byte
+		if prog, why = parseBPFCache(cache, sha); prog != nil {
+			return prog, sha, "precompiled " + BPFCachePath(path), nil, nil
+		}
 	}
+	source = "compiled at launch (" + why + ")"
 	p, err = profiles.Parse(raw, filepath.Base(path))
 	if err != nil {
 		return nil, sha, source, nil, err
@@ -59,6 +67,16 @@ func payloadFilter(path string) (bpf []byte, sha string, source string, p *profi
 
 // readBPFCache returns the cached program, or nil and why it was not used.
 func readBPFCache(cache, sha string) ([]byte, string) {
+	b, why := readBPFCacheFile(cache)
+	if b == nil {
+		return nil, why
+	}
+	return parseBPFCache(b, sha)
+}
+
+// readBPFCacheFile reads the cache file when it is root-owned, or returns
+// nil and why not.
+func readBPFCacheFile(cache string) ([]byte, string) {
 	if err := config.CheckRootOwned(cache); err != nil {
 		return nil, "no trusted cache: " + err.Error()
 	}
@@ -66,6 +84,12 @@ func readBPFCache(cache, sha string) ([]byte, string) {
 	if err != nil {
 		return nil, "cache unreadable: " + err.Error()
 	}
+	return b, ""
+}
+
+// parseBPFCache returns the program in a cache file's bytes when they were
+// made from the profile with this sha256, or nil and why not.
+func parseBPFCache(b []byte, sha string) ([]byte, string) {
 	hdr := bpfCacheHeader(sha)
 	if !bytes.HasPrefix(b, []byte(hdr)) {
 		line, _, _ := strings.Cut(string(b[:min(len(b), 120)]), "\n")

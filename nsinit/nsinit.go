@@ -65,10 +65,12 @@ type launch struct {
 	fds        BwrapFDs
 	profileSHA string
 	net        netCheck // made before the spec is read (checkNetwork)
+	early      *early   // the rest of the request-independent work (early.go)
 	// parentGone receives SIGTERM: the supervisor's stop, or its death once
 	// the relay re-armed the parent-death signal (catchSIGTERM).
 	parentGone chan os.Signal
 	bwrapPID   atomic.Int64 // once bwrap is forked
+	subreaper  bool         // bwrap's orphans come to this process (becomeSubreaper)
 	keeperDone sync.Once    // endKeeper
 }
 
@@ -105,8 +107,10 @@ func Main(pre PreludeOutcome) int {
 	}
 	unix.CloseOnExec(spec.FDReport)
 	unix.CloseOnExec(spec.FDRelease)
-	warmUp() // before enter blocks on the spec
-	l := &launch{rep: rep, pre: pre, net: checkNetwork()}
+	// Before enter blocks on the spec: a pre-started helper does this
+	// while it waits (early.go says why none of it is trusted alone).
+	warmUp()
+	l := &launch{rep: rep, pre: pre, net: checkNetwork(), early: prepareEarly(config.DefaultPath)}
 	l.catchSIGTERM()
 	status := runSteps([]func() int{l.enter, l.network, l.seccomp, l.drop, l.exec})
 	l.endKeeper()
@@ -365,6 +369,11 @@ func (l *launch) seccomp() int {
 	if err := config.CheckRootOwned(path); err != nil {
 		return l.rep.fail(sf, spec.ExitSeccomp, fmt.Errorf("payload profile: %w", err), fix)
 	}
+	if pf := l.early.filter; pf.matches(path) {
+		sf.ProfileSHA256, sf.BPFSource, sf.SkippedSyscalls = pf.sha, pf.source, pf.skipped
+		return l.sealedFilter(sf, pf.bpf, pf.sha, pf.take())
+	}
+	l.early.filter.release()
 	bpf, sha, source, p, err := payloadFilter(path)
 	sf.ProfileSHA256, sf.BPFSource = sha, source
 	if err != nil {
@@ -377,6 +386,11 @@ func (l *launch) seccomp() int {
 	if err != nil {
 		return l.rep.fail(sf, spec.ExitSeccomp, err, "")
 	}
+	return l.sealedFilter(sf, bpf, sha, fd)
+}
+
+// sealedFilter records the filter in its sealed memfd fd for bwrap.
+func (l *launch) sealedFilter(sf *facts.Seccomp, bpf []byte, sha string, fd int) int {
 	l.fds.Seccomp = fd
 	l.profileSHA = sha
 	sf.BPFInstructions = len(bpf) / 8
@@ -403,24 +417,26 @@ func (l *launch) drop() int {
 	}
 	df.Rlimits = limits
 
-	threads, err := ThreadCaps()
-	if err != nil {
-		return l.rep.fail(df, spec.ExitDrop, err, "")
+	// Every thread's sets and the leader's full view (as an auditor reads
+	// it in /proc) were read back before the spec (early.go: none can come
+	// back since); this thread, the one that forks bwrap, again now.
+	e := l.early
+	if e.capsErr != nil {
+		return l.rep.fail(df, spec.ExitDrop, e.capsErr, "")
 	}
-	for tid, c := range threads {
+	for tid, c := range e.threads {
 		if c.Held() {
 			return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("thread %s still holds capabilities %+v", tid, c), "")
 		}
 	}
-	// The leader's full view, as an auditor reads it in /proc.
-	leader, err := ReadCapSets("/proc/self/status")
-	if err != nil {
-		return l.rep.fail(df, spec.ExitDrop, err, "")
-	}
+	leader := e.leader
 	if leader.Held() {
 		return l.rep.fail(df, spec.ExitDrop, fmt.Errorf("the helper still holds capabilities %+v", leader), "")
 	}
-	df.ThreadsChecked = len(threads)
+	if err := thisThreadHoldsNone(); err != nil {
+		return l.rep.fail(df, spec.ExitDrop, err, "")
+	}
+	df.ThreadsChecked = len(e.threads)
 	df.CapInh, df.CapPrm, df.CapEff, df.CapAmb, df.CapBnd = leader.Inh, leader.Prm, leader.Eff, leader.Amb, leader.Bnd
 
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -492,6 +508,7 @@ func (l *launch) exec() int {
 		return status
 	}
 	xf.BwrapUID, xf.BwrapGID = l.pre.OwnerUID, l.pre.OwnerGID
+	l.becomeSubreaper()
 	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
 	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.
 	pid, err := syscall.ForkExec(cfg.Bwrap, argv, &syscall.ProcAttr{
@@ -547,7 +564,7 @@ func (l *launch) relay(pid int) int {
 		}
 		break
 	}
-	l.endKeeper()
+	l.finishKeeper(ws.Exited() && l.nothingLeft())
 	if ws.Signaled() {
 		dieBy(ws.Signal())
 		return 128 + int(ws.Signal())
@@ -560,11 +577,24 @@ func (l *launch) relay(pid int) int {
 // this process's child in the prelude), so that it is not left to the
 // supervisor as a zombie; once only (a second close could hit a reused fd
 // number). Bounded: a keeper still tearing its namespace down after a
-// second is left to the supervisor, a child subreaper.
-func (l *launch) endKeeper() { l.keeperDone.Do(func() { endKeeper(l.pre) }) }
+// second is left to the supervisor, a child subreaper, which reaps it.
+func (l *launch) endKeeper() { l.finishKeeper(false) }
 
-func endKeeper(pre PreludeOutcome) {
+// finishKeeper is endKeeper; clean tells the keeper first that nothing is
+// left to kill (a clean end, see nothingLeft), and it skips its /proc scan.
+func (l *launch) finishKeeper(clean bool) {
+	l.keeperDone.Do(func() { endKeeper(l.pre, clean) })
+}
+
+// lifeClean is the byte of a clean end on the life pipe (prelude keeper.h).
+const lifeClean = 'c'
+
+func endKeeper(pre PreludeOutcome, clean bool) {
 	if pre.LifeFD > 2 {
+		if clean {
+			// One byte into an empty pipe: never blocks, never short.
+			_, _ = unix.Write(pre.LifeFD, []byte{lifeClean})
+		}
 		unix.Close(pre.LifeFD)
 	}
 	if pre.KeeperPID <= 0 {
@@ -575,6 +605,84 @@ func endKeeper(pre PreludeOutcome) {
 			return
 		}
 	}
+}
+
+// becomeSubreaper makes this process a child subreaper before it forks
+// bwrap, so that anything bwrap leaves behind when it exits (its set-up
+// child, if bwrap failed before it reaped it) is re-parented here, where
+// nothingLeft sees it, rather than to the supervisor. It needs no
+// privilege; failing, no end is ever clean and the keeper always scans.
+func (l *launch) becomeSubreaper() {
+	l.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
+}
+
+// nothingLeft reports, once bwrap has been reaped, whether nothing the
+// keeper exists for is left: no live process that runs as the namespace
+// owner, which the service uid may not signal. Everything of the sandbox
+// descends from bwrap, and whatever bwrap leaves when it exits is
+// re-parented to this subreaper before bwrap can be reaped: normally the
+// sandbox's pid 1, which reported the payload's status and is exiting
+// (bwrap does not wait for it; it runs as the payload's uid, the service
+// uid outside, and the supervisor kills and reaps it by its pidfd), or,
+// after a bwrap that failed during set-up, its set-up child, perhaps still
+// the owner. A process of the namespace that is not the owner can never
+// become it again (the owner is not mapped in the namespace), nor can its
+// children. So the end is clean when every child but the keeper is a
+// zombie or holds no owner id. Any doubt (no subreaper, an unreadable
+// list or status) is "something left".
+func (l *launch) nothingLeft() bool {
+	if !l.subreaper {
+		return false
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			return false
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if f != strconv.Itoa(l.pre.KeeperPID) && !harmless(f, l.pre.OwnerUID) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// harmless reports whether the process pid is a zombie or none of its
+// uids (real, effective, saved, filesystem) is owner.
+func harmless(pid string, owner int) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
+	}
+	var state, uids string
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			switch k {
+			case "State":
+				state = strings.TrimSpace(v)
+			case "Uid":
+				uids = v
+			}
+		}
+	}
+	if strings.HasPrefix(state, "Z") {
+		return true
+	}
+	ids := strings.Fields(uids)
+	if len(ids) != 4 {
+		return false
+	}
+	for _, id := range ids {
+		if id == strconv.Itoa(owner) {
+			return false
+		}
+	}
+	return true
 }
 
 // dieBy ends this process by sig, so that its parent sees bwrap's signal.

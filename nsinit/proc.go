@@ -102,3 +102,18 @@ func nsInode(path string) uint64 {
 	}
 	return st.Ino
 }
+
+// thisThreadHoldsNone reads back the calling thread's capability sets.
+func thisThreadHoldsNone() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget this thread: %w", err)
+	}
+	for _, d := range data {
+		if d.Effective|d.Permitted|d.Inheritable != 0 {
+			return fmt.Errorf("thread %d still holds capabilities (effective %#x, permitted %#x, inheritable %#x)", unix.Gettid(), d.Effective, d.Permitted, d.Inheritable)
+		}
+	}
+	return nil
+}

@@ -2,10 +2,14 @@ package nsinit
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
@@ -14,6 +18,9 @@ import (
 // run the helper's steps with a real child in bwrap's place (relayChild)
 // instead of the tests.
 const relayChildEnv = "SANDBOXD_TEST_RELAY_SCRIPT"
+
+// relayOwnerEnv is the uid relayChild takes for the namespace owner's.
+const relayOwnerEnv = "SANDBOXD_TEST_RELAY_OWNER"
 
 func TestMain(m *testing.M) {
 	if script := os.Getenv(relayChildEnv); script != "" {
@@ -28,11 +35,20 @@ func TestMain(m *testing.M) {
 func relayChild(script string) int {
 	ok := func() int { return 0 }
 	execStep := func() int {
+		// fd 7, when open, stands for the keeper's life pipe, and this
+		// process is a subreaper, as the exec step makes it before bwrap.
+		l := &launch{}
+		l.pre.OwnerUID, _ = strconv.Atoi(os.Getenv(relayOwnerEnv))
+		if _, err := unix.FcntlInt(7, unix.F_GETFD, 0); err == nil {
+			unix.CloseOnExec(7)
+			l.pre.LifeFD = 7
+		}
+		l.becomeSubreaper()
 		p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", script}, &os.ProcAttr{Files: []*os.File{nil, os.Stderr, os.Stderr}})
 		if err != nil {
 			return 99
 		}
-		return (&launch{}).relay(p.Pid)
+		return l.relay(p.Pid)
 	}
 	return runSteps([]func() int{ok, ok, ok, ok, execStep})
 }
@@ -90,5 +106,50 @@ func TestRunStepsStopsAtFirstFailure(t *testing.T) {
 	got := runSteps([]func() int{step(0, 0), step(1, spec.ExitNetwork), step(2, 0), step(3, 0), step(4, 0)})
 	if got != spec.ExitNetwork || len(ran) != 2 {
 		t.Fatalf("status %d after steps %v, want %d after [0 1]", got, ran, spec.ExitNetwork)
+	}
+}
+
+// TestRelayTellsKeeperCleanEnd: the relay writes the clean-end byte to the
+// keeper's life pipe (so that the keeper skips its /proc scan) only when
+// bwrap exited on its own and left nothing behind; a child that bwrap
+// left orphaned, or a bwrap killed by a signal, ends with a bare EOF and
+// the keeper scans and kills the namespace as before.
+func TestRelayTellsKeeperCleanEnd(t *testing.T) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	me, other := os.Getuid(), 4000000
+	for _, tc := range []struct {
+		name, script string
+		owner        int // the namespace owner's uid
+		clean        bool
+	}{
+		{"exit 0", "exit 0", other, true},
+		{"exit 3", "exit 3", other, true},
+		{"a child left running, not as the owner (the sandbox's pid 1)", "sleep 0.3 & exit 0", other, true},
+		{"a child left running as the owner", "sleep 0.3 & exit 0", me, false},
+		{"killed by SIGKILL", "kill -KILL $$", other, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = []string{relayChildEnv + "=" + tc.script, relayOwnerEnv + "=" + strconv.Itoa(tc.owner)}
+			cmd.ExtraFiles = []*os.File{devnull, devnull, devnull, devnull, w}
+			_ = cmd.Run()
+			w.Close()
+			got, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if clean := string(got) == string(rune(lifeClean)); clean != tc.clean || len(got) > 1 {
+				t.Fatalf("life pipe carried %q after %q, want clean %v", got, tc.script, tc.clean)
+			}
+		})
 	}
 }

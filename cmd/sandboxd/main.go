@@ -252,6 +252,8 @@ func (d *daemon) serve() int {
 		return 1
 	}
 	go d.sessions.RunReaper(ctx, time.Second)
+	// A child subreaper must reap what it adopts: a killed helper's keeper.
+	go launch.ReapAdopted(ctx, time.Second, log)
 	// Built after the sweeps, so a warm sandbox of an earlier run (its
 	// cgroup, its workspace) is never mistaken for one of this run.
 	stopWarm := d.srv.StartWarmPool(ctx)

@@ -57,7 +57,9 @@
 // whose only write end the helper holds (close-on-exec) until it exits,
 // however it exits; then it SIGKILLs every process of the namespace --
 // bwrap, its set-up child, the sandbox's pid 1 and so the whole sandbox --
-// and exits. (A pid namespace for bwrap to join would be simpler, but
+// and exits -- unless the helper wrote the one "clean end" byte first
+// (keeper.h): bwrap exited on its own and no live process of the owner is
+// left, so there is nothing to scan for. (A pid namespace for bwrap to join would be simpler, but
 // bwrap's --pidns passes pids with SCM_CREDENTIALS, which fails while the
 // owner is not mapped in the namespace, and mapping it is not wanted.)
 //
@@ -96,6 +98,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "keeper.h"
 #include "owner.h"
 #include "prelude.h"
 
@@ -469,12 +472,8 @@ static void keeper(int life) {
 	if ((life > 0 && syscall(SYS_close_range, 0, (unsigned)life - 1, 0) < 0) ||
 	    syscall(SYS_close_range, (unsigned)life + 1, ~0U, 0) < 0)
 		_exit(1);
-	for (;;) {
-		char c;
-		ssize_t n = read(life, &c, 1);
-		if (n == 0 || (n < 0 && errno != EINTR)) break;
-	}
-	kill_userns();
+	// A clean end (keeper.h) leaves nothing in the namespace: no scan.
+	if (!sbx_await_life_end(life)) kill_userns();
 	_exit(0);
 }
 
