@@ -107,15 +107,8 @@ func refusesToStart(t *testing.T, in *installation, env []string, extra ...strin
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(in.gid), Groups: []uint32{}}}
 	in.placeSupervisor(t, cmd)
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+	out, finished, err := combinedWithin(cmd, 20*time.Second)
+	if !finished {
 		t.Fatalf("the supervisor started with %v:\n%s", extra, out)
 	}
 	if err == nil {

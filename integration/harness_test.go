@@ -558,3 +558,18 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// combinedWithin runs cmd and returns its combined output, killing it if
+// it has not ended within d (then finished is false).
+func combinedWithin(cmd *exec.Cmd, d time.Duration) (out []byte, finished bool, err error) {
+	done := make(chan struct{})
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+		return out, true, err
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done
+		return out, false, err
+	}
+}

@@ -28,15 +28,8 @@ func TestMCPOfficialSDK(t *testing.T) {
 	cmd := exec.Command("node", "--test", "--test-reporter=spec", "mcp.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "SANDBOXCTL="+in.path("bin/sandboxctl"), "SANDBOXD_SOCKET="+s.socket)
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-done
+	out, finished, err := combinedWithin(cmd, 5*time.Minute)
+	if !finished {
 		t.Fatalf("the SDK test did not finish in 5 minutes:\n%s", out)
 	}
 	t.Logf("node --test mcp.test.mjs:\n%s", out)
