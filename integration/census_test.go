@@ -33,6 +33,7 @@ type census struct {
 
 	warmSandboxes, warmProcs, warmCgroups, warmWorkspaces int
 	helperPoolProcs, helperPoolCgroups                    int
+	helperPools                                           int // distinct pre-started helpers (their cgroups)
 	perSandbox                                            int // cgroups of one sandbox: one per delegated directory
 
 	execProcs, execCgroups, execWorkspaces []string // belonging to neither pool
@@ -183,10 +184,14 @@ func takeCensus(s *supervisor, idle map[string]bool) (census, error) {
 	c.mounts = bytes.Count(mounts, []byte("\n"))
 
 	warm := map[string]bool{}
+	pools := map[string]bool{}
 	for _, p := range poolAndExecProcesses(s.in, pid) {
 		switch {
 		case strings.HasPrefix(p.group, "pool-"):
+			// A pre-started helper is more than one process (its
+			// prelude's holder and keeper): count its cgroup once.
 			c.helperPoolProcs++
+			pools[p.group] = true
 		case idle[p.group]:
 			c.warmProcs++
 			warm[p.group] = true
@@ -194,6 +199,7 @@ func takeCensus(s *supervisor, idle map[string]bool) (census, error) {
 			c.execProcs = append(c.execProcs, p.String())
 		}
 	}
+	c.helperPools = len(pools)
 	for _, d := range s.in.cgroupDirs {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
@@ -237,8 +243,8 @@ func (c census) consistent() string {
 		return fmt.Sprintf("%d warm workspaces for %d idle sandboxes", c.warmWorkspaces, idle)
 	case c.warmCgroups != idle*c.perSandbox:
 		return fmt.Sprintf("%d warm cgroups for %d idle sandboxes", c.warmCgroups, idle)
-	case c.helperPoolCgroups != c.helperPoolProcs*c.perSandbox:
-		return fmt.Sprintf("%d helper pool cgroups for %d pre-started helpers", c.helperPoolCgroups, c.helperPoolProcs)
+	case c.helperPoolCgroups != c.helperPools*c.perSandbox:
+		return fmt.Sprintf("%d helper pool cgroups for %d pre-started helpers", c.helperPoolCgroups, c.helperPools)
 	}
 	return ""
 }
@@ -339,7 +345,30 @@ func poolAndExecProcesses(in *installation, supervisorPID int) []sandboxProc {
 		out = append(out, sandboxProc{pid: e.Name(), name: f["Name"], state: f["State"], ppid: f["PPid"],
 			group: delegatedGroup(e.Name(), in.cgroupParent), cmdline: strings.ReplaceAll(string(cmd), "\x00", " ")})
 	}
+	inheritGroups(out)
 	return out
+}
+
+// inheritGroups gives a process outside every delegated cgroup the group of
+// its nearest ancestor in one. On cgroup v1 a helper's prelude forks its
+// holder, and the holder its keeper, before the helper is moved into its
+// cgroup, so they stay where the supervisor is; they belong to the helper's
+// launch (a pooled helper, a warm sandbox or an exec) all the same.
+func inheritGroups(procs []sandboxProc) {
+	byPID := map[string]*sandboxProc{}
+	for i := range procs {
+		byPID[procs[i].pid] = &procs[i]
+	}
+	for i := range procs {
+		p := &procs[i]
+		for hop, ppid := 0, p.ppid; p.group == "" && hop < 4; hop++ {
+			parent, ok := byPID[ppid]
+			if !ok {
+				break
+			}
+			p.group, ppid = parent.group, parent.ppid
+		}
+	}
 }
 
 // delegatedGroup is the name of pid's cgroup directly below parent, in
