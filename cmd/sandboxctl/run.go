@@ -329,14 +329,15 @@ func noteUnshown(res *api.ExecResult, sio stdio) {
 			kinds = append(kinds, d.MIME)
 		}
 	}
-	switch {
-	case n > 0 && len(res.Artifacts) > 0:
-		fmt.Fprintf(sio.err, "sandboxctl: %d display(s) (%s) and %d artifact(s) not shown; use --artifacts-dir DIR or --json to keep them\n",
-			n, strings.Join(kinds, ", "), len(res.Artifacts))
-	case n > 0:
-		fmt.Fprintf(sio.err, "sandboxctl: %d display(s) (%s) not shown; use --artifacts-dir DIR or --json to keep them\n", n, strings.Join(kinds, ", "))
-	case len(res.Artifacts) > 0:
-		fmt.Fprintf(sio.err, "sandboxctl: %d artifact(s) not shown; use --artifacts-dir DIR or --json to keep them\n", len(res.Artifacts))
+	var unshown []string
+	if n > 0 {
+		unshown = append(unshown, fmt.Sprintf("%d display(s) (%s)", n, strings.Join(kinds, ", ")))
+	}
+	if len(res.Artifacts) > 0 {
+		unshown = append(unshown, fmt.Sprintf("%d artifact(s)", len(res.Artifacts)))
+	}
+	if len(unshown) > 0 {
+		fmt.Fprintf(sio.err, "sandboxctl: %s not shown; use --artifacts-dir DIR or --json to keep them\n", strings.Join(unshown, " and "))
 	}
 }
 
