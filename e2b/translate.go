@@ -5,47 +5,40 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // resultKey maps a sandboxd display MIME type to the key of an E2B result.
 var resultKey = map[string]string{
-	"image/png":                      "png",
-	"image/jpeg":                     "jpeg",
-	"image/svg+xml":                  "svg",
-	"text/html":                      "html",
-	"text/markdown":                  "markdown",
-	"text/latex":                     "latex",
-	"application/json":               "json",
-	"application/vnd.plotly.v1+json": "plotly",
-	"text/plain":                     "text",
+	api.DisplayPNG:      "png",
+	api.DisplayJPEG:     "jpeg",
+	api.DisplaySVG:      "svg",
+	api.DisplayHTML:     "html",
+	api.DisplayMarkdown: "markdown",
+	api.DisplayLatex:    "latex",
+	api.DisplayJSON:     "json",
+	api.DisplayPlotly:   "plotly",
+	api.DisplayText:     "text",
 }
 
 // bundleOrder is the order in which the Python runner sends one object's
 // representations (text/plain last); a display that does not come later
 // in it than the previous one starts a new object.
-var bundleOrder = []string{"image/png", "image/jpeg", "image/svg+xml", "text/html", "text/markdown",
-	"text/latex", "application/json", "application/vnd.plotly.v1+json", "text/plain"}
+var bundleOrder = []string{api.DisplayPNG, api.DisplayJPEG, api.DisplaySVG, api.DisplayHTML, api.DisplayMarkdown,
+	api.DisplayLatex, api.DisplayJSON, api.DisplayPlotly, api.DisplayText}
 
 // apiEvent is one line of sandboxd's NDJSON exec stream.
 type apiEvent struct {
-	Type       string          `json:"type"`
-	Data       json.RawMessage `json:"data"`
-	DataBase64 string          `json:"data_base64"`
-	MIME       string          `json:"mime"`
-	Exception  *struct {
-		Type      string `json:"type"`
-		Message   string `json:"message"`
-		Traceback string `json:"traceback"`
-	} `json:"exception"`
-	Kernel *struct {
-		ExecutionCount int `json:"execution_count"`
-	} `json:"kernel"`
-	TimedOut bool    `json:"timed_out"`
-	Signal   *string `json:"signal"`
-	Error    *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Type       string           `json:"type"`
+	Data       json.RawMessage  `json:"data"`
+	DataBase64 string           `json:"data_base64"`
+	MIME       string           `json:"mime"`
+	Exception  *api.Exception   `json:"exception"`
+	Kernel     *api.KernelInfo  `json:"kernel"`
+	TimedOut   bool             `json:"timed_out"`
+	Signal     *string          `json:"signal"`
+	Error      *api.ErrorDetail `json:"error"`
 }
 
 // translator turns sandboxd's exec stream into the code interpreter's:
@@ -140,7 +133,7 @@ func (t *translator) line(b []byte) {
 		t.flushOutput()
 		t.flush(false)
 		if ev.Error != nil {
-			t.fail(ev.Error.Code, ev.Error.Message)
+			t.fail(string(ev.Error.Code), ev.Error.Message)
 		}
 	}
 }
