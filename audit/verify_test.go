@@ -656,7 +656,7 @@ func TestFactErrors(t *testing.T) {
 		{ExecID: "a", Step: StepExec, Source: SourceNsinit, OK: true, Facts: good},
 		{ExecID: "b", Step: StepExec, Source: SourceNsinit, OK: true, Facts: map[string]any{"argv": []string{"bwrap"}}},
 		{ExecID: "c", Step: StepReap, OK: true, Facts: map[string]any{"exit_code": 0, "colour": "red"}},
-		{ExecID: "d", Step: "session.create", OK: true, Facts: map[string]any{"anything": 1}}, // untyped: not checked
+		{ExecID: "d", Step: "session.create", OK: true, Facts: map[string]any{"anything": 1}}, // typed too: checked
 		{ExecID: "e", Step: StepEnter, Source: SourceNsinit, OK: true, Facts: json.RawMessage(`{"exec_id":7}`)},
 	} {
 		if err := w.Write(r); err != nil {
@@ -668,10 +668,11 @@ func TestFactErrors(t *testing.T) {
 	}
 	rep := verifyPath(t, path, VerifyOptions{})
 	mustIntact(t, rep)
-	if rep.Valid() || rep.FactErrorCount != 3 || len(rep.FactErrors) != 3 {
+	if rep.Valid() || rep.FactErrorCount != 4 || len(rep.FactErrors) != 4 {
 		t.Fatalf("fact errors %d %+v", rep.FactErrorCount, rep.FactErrors)
 	}
-	for i, want := range []string{"exec facts: missing bwrap_env, mounts_sha256", `reap facts: unknown fact "colour"`, `enter facts: fact "exec_id": json: cannot unmarshal number`} {
+	for i, want := range []string{"exec facts: missing bwrap_env, mounts_sha256", `reap facts: unknown fact "colour"`,
+		`session.create facts: unknown fact "anything"`, `enter facts: fact "exec_id": json: cannot unmarshal number`} {
 		if e := rep.FactErrors[i]; !strings.Contains(e.Detail, want) || e.Line < 2 || e.File != "audit.log" {
 			t.Errorf("fact error %d: %+v, want %q", i, e, want)
 		}

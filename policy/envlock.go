@@ -108,8 +108,8 @@ func NPMLock(lock []byte) ([]api.Package, []byte, error) {
 	if len(out) == 0 {
 		return nil, nil, invalid("lockfile: no packages")
 	}
-	pj, err := json.Marshal(map[string]any{"name": "sandboxd-environment", "version": "0.0.0", "private": true,
-		"dependencies": root.Dependencies, "devDependencies": root.DevDependencies, "optionalDependencies": root.OptionalDependencies})
+	pj, err := json.Marshal(packageJSON{Name: "sandboxd-environment", Version: "0.0.0", Private: true,
+		Dependencies: root.Dependencies, DevDependencies: root.DevDependencies, OptionalDependencies: root.OptionalDependencies})
 	if err != nil {
 		return nil, nil, invalid("lockfile: %v", err)
 	}
@@ -239,4 +239,16 @@ func httpsHost(what, raw string) (string, string, error) {
 		port = "443"
 	}
 	return u.String(), strings.ToLower(u.Hostname()) + ":" + port, nil
+}
+
+// packageJSON is the package.json written beside a javascript environment's
+// lock for `npm ci`: the lock's root dependencies under a fixed name. Its
+// members are in sorted order, the bytes a map of them gave before.
+type packageJSON struct {
+	Dependencies         map[string]string `json:"dependencies"`
+	DevDependencies      map[string]string `json:"devDependencies"`
+	Name                 string            `json:"name"`
+	OptionalDependencies map[string]string `json:"optionalDependencies"`
+	Private              bool              `json:"private"`
+	Version              string            `json:"version"`
 }

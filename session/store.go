@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/launch"
@@ -263,21 +264,18 @@ func (st *Store) persist(s *Session) error {
 }
 
 // audit writes a record of one of the session steps (session.create,
-// .restore, .archive, .delete, .archive_removed). Their facts are a map:
-// audit/facts types the steps of an exec's launch, which `audit verify`
-// decodes strictly; the session steps are outside that schema (read
-// untyped, facts.ErrUntyped), so there is no struct to build yet.
-func (st *Store) audit(step string, s *Session, caller launch.Caller, ok bool, errMsg string, facts map[string]any) {
+// .restore, .archive, .delete, .archive_removed) under the session's id.
+func (st *Store) audit(s *Session, caller launch.Caller, f facts.Facts, err error) {
 	if st.cfg.Sink == nil {
 		return
 	}
-	if facts == nil {
-		facts = map[string]any{}
+	rec := audit.Record{ExecID: s.ID, Step: f.Step(), Source: audit.SourceSupervisor,
+		CallerUID: caller.UID, CallerGID: caller.GID, CallerPID: caller.PID, Caller: caller.ID(), OK: err == nil, Facts: f}
+	if err != nil {
+		rec.Error = err.Error()
 	}
-	facts["session_id"] = s.ID
-	if err := st.cfg.Sink.Write(audit.Record{ExecID: s.ID, Step: step, Source: "supervisor",
-		CallerUID: caller.UID, CallerGID: caller.GID, CallerPID: caller.PID, Caller: caller.ID(), OK: ok, Error: errMsg, Facts: facts}); err != nil {
-		st.cfg.Log.Error("audit write failed", "session", s.ID, "step", step, "err", err)
+	if werr := st.cfg.Sink.Write(rec); werr != nil {
+		st.cfg.Log.Error("audit write failed", "session", s.ID, "step", f.Step(), "err", werr)
 	}
 }
 
@@ -353,10 +351,10 @@ func (st *Store) CreateNetwork(caller launch.Caller, ttlReq *int64, key, network
 	if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
 		return fail(fmt.Errorf("create workspace: %w", err))
 	}
-	facts := map[string]any{"ttl_seconds": ttl, "key_sha256": "", "workspace": st.WorkspaceDir(s)}
+	created := &facts.SessionCreate{SessionID: s.ID, TTLSeconds: ttl, Workspace: st.WorkspaceDir(s)}
 	if a := st.Archives(); key != "" && a != nil {
 		sum := sha256.Sum256([]byte(key))
-		facts["key_sha256"] = hex.EncodeToString(sum[:])
+		created.KeySHA256 = hex.EncodeToString(sum[:])
 		if err := st.restore(a, s, caller); err != nil {
 			return fail(err)
 		}
@@ -364,8 +362,8 @@ func (st *Store) CreateNetwork(caller launch.Caller, ttlReq *int64, key, network
 	if err := st.persist(s); err != nil {
 		return fail(err)
 	}
-	facts["restored"] = s.Restored
-	st.audit("session.create", s, caller, true, "", facts)
+	created.Restored = s.Restored
+	st.audit(s, caller, created, nil)
 	return s, nil
 }
 
@@ -378,14 +376,14 @@ func (st *Store) restore(a *archive.Observed, s *Session, caller launch.Caller) 
 	// package archive), the same identity that owns the session: one
 	// caller can never restore another's archive, whatever key it names.
 	k := archive.KeyFor(caller.ID(), s.Key)
-	facts := map[string]any{"archive": st.archiveName(k), "backend": a.Backend()}
+	f := &facts.SessionRestore{SessionID: s.ID, ArchiveObject: st.archiveObject(a, k)}
 	ctx := context.Background() // the store bounds its own calls
 	r, err := a.Get(ctx, k)
 	if err == nil {
 		// Retention counts from the last write or restore: an archive in
 		// use does not expire.
 		_ = a.Touch(ctx, k)
-		facts["bytes"], facts["sha256"] = r.Info.Size, r.Info.SHA256
+		f.Bytes, f.SHA256 = &r.Info.Size, r.Info.SHA256
 		err = workspace.RestoreFrom(r, st.WorkspaceDir(s), st.cfg.QuotaBytes)
 		_ = r.Close()
 	}
@@ -394,7 +392,7 @@ func (st *Store) restore(a *archive.Observed, s *Session, caller launch.Caller) 
 		return nil
 	case err != nil:
 		st.cfg.Log.Error("restore failed; the session starts empty", "session", s.ID, "backend", a.Backend(), "err", err)
-		st.audit("session.restore", s, caller, false, err.Error(), facts)
+		st.audit(s, caller, f, err)
 		_ = launch.RemoveWorkspace(st.WorkspaceDir(s))
 		if err := os.Mkdir(st.WorkspaceDir(s), 0o700); err != nil {
 			return fmt.Errorf("create workspace: %w", err)
@@ -402,21 +400,21 @@ func (st *Store) restore(a *archive.Observed, s *Session, caller launch.Caller) 
 		return nil
 	}
 	s.Restored = true
-	st.audit("session.restore", s, caller, true, "", facts)
+	st.audit(s, caller, f, nil)
 	return nil
 }
 
-// archiveName names an archive in audit records and logs: the backend's
-// relative name (u<uid>/<sha256>.tar), never a credential or endpoint.
-func (st *Store) archiveName(k archive.Key) string {
-	return archive.Name(k)
+// archiveObject names an archive in audit records: the backend's relative
+// name (u<uid>/<sha256>.tar), never a credential or endpoint.
+func (st *Store) archiveObject(a *archive.Observed, k archive.Key) facts.ArchiveObject {
+	return facts.ArchiveObject{Archive: archive.Name(k), Backend: a.Backend()}
 }
 
 // archive stores s's workspace under its key (best effort: it never fails
-// the delete) and returns the bytes stored.
-func (st *Store) archive(a *archive.Observed, s *Session, caller launch.Caller, facts map[string]any) {
+// the delete) and returns the bytes stored (nil when nothing was).
+func (st *Store) archive(a *archive.Observed, s *Session, caller launch.Caller) *int64 {
 	k := archive.KeyFor(s.owner(), s.Key)
-	rec := map[string]any{"archive": st.archiveName(k), "backend": a.Backend()}
+	f := &facts.SessionArchive{SessionID: s.ID, ArchiveObject: st.archiveObject(a, k)}
 	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
 	var info archive.Info
 	if err == nil {
@@ -427,15 +425,16 @@ func (st *Store) archive(a *archive.Observed, s *Session, caller launch.Caller, 
 	}
 	if err != nil {
 		// Never fails the request: the delete goes on.
-		rec["max_bytes"] = st.cfg.ArchiveMaxBytes
+		maxBytes := st.cfg.ArchiveMaxBytes
+		f.MaxBytes = &maxBytes
 		st.cfg.Log.Warn("archive skipped", "session", s.ID, "backend", a.Backend(), "err", err)
-		st.audit("session.archive", s, caller, false, err.Error(), rec)
-		return
+		st.audit(s, caller, f, err)
+		return nil
 	}
 	st.trimArchives(a, s, caller)
-	facts["archive_bytes"] = info.Size
-	rec["bytes"], rec["sha256"] = info.Size, info.SHA256
-	st.audit("session.archive", s, caller, true, "", rec)
+	f.Bytes, f.SHA256 = &info.Size, info.SHA256
+	st.audit(s, caller, f, nil)
+	return f.Bytes
 }
 
 // ownedLocked counts the sessions of the caller who; st.mu is held.
@@ -600,9 +599,9 @@ func (st *Store) Delete(id string, caller launch.Caller, why string) error {
 	// The kernels write into the workspace: they go before it does.
 	st.stopKernels(s)
 
-	facts := map[string]any{"why": why}
+	deleted := &facts.SessionDelete{SessionID: s.ID, Why: why}
 	if a := st.Archives(); s.Key != "" && a != nil {
-		st.archive(a, s, caller, facts)
+		deleted.ArchiveBytes = st.archive(a, s, caller)
 	}
 	err := launch.RemoveWorkspace(st.WorkspaceDir(s))
 	_ = os.Remove(filepath.Join(st.metaDir, s.ID+".json"))
@@ -610,10 +609,10 @@ func (st *Store) Delete(id string, caller launch.Caller, why string) error {
 	delete(st.sessions, s.ID)
 	st.mu.Unlock()
 	if err != nil {
-		st.audit("session.delete", s, caller, false, err.Error(), facts)
+		st.audit(s, caller, deleted, err)
 		return err
 	}
-	st.audit("session.delete", s, caller, true, "", facts)
+	st.audit(s, caller, deleted, nil)
 	return nil
 }
 
@@ -622,8 +621,8 @@ func (st *Store) Delete(id string, caller launch.Caller, why string) error {
 func (st *Store) trimArchives(a *archive.Observed, s *Session, caller launch.Caller) {
 	removed, err := archive.Trim(context.Background(), a, s.owner(), st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
-		st.audit("session.archive_removed", s, caller, true, "", map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size,
-			"why": "caller_budget", "owner": s.owner(), "owner_uid": s.OwnerUID, "caller_max_bytes": st.cfg.ArchiveCallerMaxBytes, "backend": a.Backend()})
+		st.audit(s, caller, &facts.SessionArchiveRemoved{SessionID: s.ID, ArchiveObject: st.archiveObject(a, r.Key), Bytes: r.Size,
+			Why: "caller_budget", Owner: s.owner(), OwnerUID: s.OwnerUID, CallerMaxBytes: st.cfg.ArchiveCallerMaxBytes}, nil)
 	}
 	if err != nil {
 		st.cfg.Log.Error("archive budget", "owner", s.owner(), "err", err)
@@ -643,9 +642,9 @@ func (st *Store) ExpireArchives() int {
 		if st.cfg.Sink == nil {
 			break
 		}
-		rec := audit.Record{ExecID: newID(), Step: "archive.expire", Source: "supervisor", CallerUID: st.cfg.SelfUID, CallerGID: -1,
-			CallerPID: os.Getpid(), OK: true, Facts: map[string]any{"archive": st.archiveName(r.Key), "bytes": r.Size, "backend": a.Backend(),
-				"last_used": r.ModTime.UTC(), "retention_seconds": int64(st.cfg.ArchiveRetention.Seconds())}}
+		rec := audit.Record{ExecID: newID(), Step: facts.StepArchiveExpire, Source: audit.SourceSupervisor, CallerUID: st.cfg.SelfUID, CallerGID: -1,
+			CallerPID: os.Getpid(), OK: true, Facts: &facts.ArchiveExpire{ArchiveObject: st.archiveObject(a, r.Key), Bytes: r.Size,
+				LastUsed: r.ModTime.UTC(), RetentionSeconds: int64(st.cfg.ArchiveRetention.Seconds())}}
 		if err := st.cfg.Sink.Write(rec); err != nil {
 			st.cfg.Log.Error("audit write failed", "step", rec.Step, "err", err)
 		}

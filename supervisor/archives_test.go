@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/archive"
 	"github.com/sandboxd/sandboxd/archive/archivetest"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/session"
@@ -150,17 +151,16 @@ func TestSettingsArchiveSwitchS3(t *testing.T) {
 	}
 
 	// Audited old -> new; no credential in any record or answer.
-	var change map[string]any
+	var change map[string]facts.SettingChange
 	for _, rec := range r.sink.Records {
-		if rec.Step == StepSettingsChange && rec.OK {
-			f, _ := rec.Facts.(map[string]any)
-			change, _ = f["changes"].(map[string]any)
+		if f, ok := rec.Facts.(*facts.SettingsChange); ok && rec.OK {
+			change = f.Changes
 		}
 	}
-	be, _ := change[policy.SettingArchiveBackend].(map[string]any)
-	if be["old"] != "local" || be["new"] != "s3" {
+	if be := change[policy.SettingArchiveBackend]; be.Old != "local" || be.New != "s3" {
 		t.Fatalf("audited change %v", change)
 	}
+	requireStrictFacts(t, r.sink.Records, facts.StepSettingsChange)
 	all, _ := json.Marshal(append(r.sink.Records, r2.sink.Records...))
 	for _, secret := range []string{s3.SecretKey, s3.AccessKey} {
 		if strings.Contains(string(all), secret) || strings.Contains(body, secret) {

@@ -292,11 +292,6 @@ func (a Auth) String() string {
 	return fmt.Sprintf("%d api keys", a.Keys.Len())
 }
 
-// StepKeysReload is the audit step of a reload of the keys file (SIGHUP):
-// ok with the key names now in force, or failed with the reason, when the
-// keys in force before stay.
-const StepKeysReload = "keys.reload"
-
 // keysStatus is what GET /v1/health tells of the keys file: when its keys
 // were loaded, and the last reload that failed since then.
 type keysStatus struct {
@@ -332,16 +327,16 @@ func (s *Server) LoadKeys(path string) error {
 // succeeds. A reload that succeeds is audited with the names in force.
 func (s *Server) ReloadKeys(path string) error {
 	err := s.LoadKeys(path)
-	facts := map[string]any{"file": path, "trigger": "SIGHUP"}
+	f := &facts.KeysReload{File: path, Trigger: "SIGHUP"}
 	if err != nil {
 		s.log.Error("API keys not reloaded; the keys loaded before stay in force, including any the file meant to revoke", "file", path, "err", err)
 		s.keys.mu.Lock()
 		s.keys.lastErr, s.keys.lastErrAt = err.Error(), time.Now().UTC()
 		s.keys.mu.Unlock()
 	} else if a := s.auth.Load(); a != nil && a.Keys != nil {
-		facts["names"] = a.Keys.Names()
+		f.Names = a.Keys.Names()
 	}
-	rec := s.record(newExecID(), StepKeysReload, launch.Caller{UID: -1, GID: -1, PID: -1}, nil, facts)
+	rec := s.record(newExecID(), facts.StepKeysReload, launch.Caller{UID: -1, GID: -1, PID: -1}, nil, f)
 	if err != nil {
 		rec.OK, rec.Error = false, err.Error()
 	}

@@ -496,6 +496,15 @@ func TestKeyCallersArchivedByIdentity(t *testing.T) {
 	if code != http.StatusOK || string(body) != "alice's" {
 		t.Fatalf("alice reads secret.txt: %d %q", code, body)
 	}
+	if code, body, _ := ts.req(t, "DELETE", "/v1/sessions/"+a2.ID+"/files/secret.txt", alice, ""); code/100 != 2 {
+		t.Fatalf("alice deletes secret.txt: %d %q", code, body)
+	}
+	if err := ts.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Every session and file record written is typed (audit/facts).
+	requireStrictFacts(t, ts.sink.Records, facts.StepSessionCreate, facts.StepSessionRestore, facts.StepSessionArchive,
+		facts.StepSessionDelete, facts.StepFilePut, facts.StepFileGet, facts.StepFileDelete)
 }
 
 // TestSettingsAdminKeyOverTCP: an API key marked admin in the keys file

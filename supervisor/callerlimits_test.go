@@ -439,6 +439,8 @@ func TestArchiveBudgetAndRetention(t *testing.T) {
 	if got := sink.steps("archive.expire"); got != 3 {
 		t.Fatalf("%d expiries audited; want 3", got)
 	}
+	requireStrictFacts(t, sink.recs, facts.StepSessionCreate, facts.StepSessionArchive, facts.StepSessionDelete,
+		facts.StepSessionArchiveRemoved, facts.StepArchiveExpire)
 }
 
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }

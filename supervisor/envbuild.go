@@ -169,14 +169,24 @@ func (s *Server) narrowEgress(hostPort string) (*egress.Proxy, *APIError) {
 	return p, nil
 }
 
+// buildConfig is build.json, what envBuildScript reads: the language, where
+// packages come from (a python index, else the staged wheels; an npm
+// registry) and whether ca.pem is staged.
+type buildConfig struct {
+	Language string `json:"language"`
+	CA       bool   `json:"ca"`
+	Index    string `json:"index,omitempty"`
+	Registry string `json:"registry,omitempty"`
+}
+
 // buildExecRequest is the build's exec: the script, the lock and its
 // inputs staged in the workspace, env.tar collected.
 func (s *Server) buildExecRequest(req api.EnvironmentBuildRequest, plan policy.BuildPlan) (api.ExecRequest, *APIError) {
-	cfg := map[string]any{"language": req.Language, "ca": req.CAPEM != ""}
+	cfg := buildConfig{Language: req.Language, CA: req.CAPEM != ""}
 	b64 := base64.StdEncoding.EncodeToString
 	var files []api.ExecFile
 	if req.Language == "python" {
-		cfg["index"] = req.Index
+		cfg.Index = req.Index
 		files = append(files, api.ExecFile{Path: "lock/requirements.txt", ContentBase64: b64([]byte(req.Lock))})
 		for _, f := range req.Files {
 			if strings.Contains(f.Path, "/") || !strings.HasSuffix(f.Path, ".whl") {
@@ -185,7 +195,7 @@ func (s *Server) buildExecRequest(req api.EnvironmentBuildRequest, plan policy.B
 			files = append(files, api.ExecFile{Path: "wheels/" + f.Path, ContentBase64: f.ContentBase64})
 		}
 	} else {
-		cfg["registry"] = plan.Source
+		cfg.Registry = plan.Source
 		files = append(files, api.ExecFile{Path: "out/package-lock.json", ContentBase64: b64([]byte(req.Lock))},
 			api.ExecFile{Path: "out/package.json", ContentBase64: b64(plan.PackageJSON)})
 	}

@@ -462,25 +462,18 @@ func (s *Server) record(execID, step string, c launch.Caller, refusal *APIError,
 	return rec
 }
 
-// withCode adds a refusal's API error code to a record's facts f: the
-// typed facts of a launch step (accept, decide) have a code fact; the
-// records of the other steps (sessions, files, settings) are not typed
-// (audit/facts: ErrUntyped) and carry it as a member of their map.
+// withCode adds a refusal's API error code to a record's facts f (a new
+// value of the step's type when f is nil). Every step a request can be
+// refused at has a code fact (facts.Coded); a step without one keeps the
+// code in the record's error message only.
 func withCode(step string, f any, code string) any {
 	if f == nil {
 		if typed := facts.New(step); typed != nil {
 			f = typed
-		} else {
-			f = map[string]any{}
 		}
 	}
-	switch f := f.(type) {
-	case *facts.Accept:
-		f.Code = code
-	case *facts.Decide:
-		f.Code = code
-	case map[string]any:
-		f["code"] = code
+	if c, ok := f.(facts.Coded); ok {
+		c.SetCode(code)
 	}
 	return f
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit/facts"
 )
 
 // browserReq is send, with the answer's error code.
@@ -314,13 +315,14 @@ func TestReloadKeysFailureKeepsKeys(t *testing.T) {
 	}
 	var oks []bool
 	for _, r := range s.sink.Records {
-		if r.Step == StepKeysReload {
+		if r.Step == facts.StepKeysReload {
 			oks = append(oks, r.OK)
 		}
 	}
 	if len(oks) != 2 || oks[0] || !oks[1] {
 		t.Fatalf("keys.reload records ok=%v; want [false true]", oks)
 	}
+	requireStrictFacts(t, s.sink.Records, facts.StepKeysReload)
 }
 
 // TestTCPPoolIsTheListener: a connection counts in the budget of the

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/session"
@@ -173,22 +173,12 @@ func (s *Server) fileOp(w http.ResponseWriter, sess *session.Session, op func(ws
 	}
 }
 
-// auditFile writes a file.put or file.get record. Its facts are a map:
-// the file steps are outside audit/facts' launch-step schema (read
-// untyped, facts.ErrUntyped), like the session steps.
-func (s *Server) auditFile(r *http.Request, sess *session.Session, step, path string, apiE *APIError, facts map[string]any) {
+// auditFile writes a file.put or file.get record with facts f (the code
+// is added on a refusal).
+func (s *Server) auditFile(r *http.Request, sessionID string, f facts.Coded, apiE *APIError) {
 	caller, _ := callerFrom(r.Context())
-	if facts == nil {
-		facts = map[string]any{}
-	}
-	facts["session_id"], facts["path"] = sess.ID, path
-	rec := audit.Record{ExecID: sess.ID, Step: step, Source: "supervisor", CallerUID: caller.UID, CallerGID: caller.GID, Caller: caller.ID(),
-		CallerPID: caller.PID, OK: apiE == nil, Facts: facts}
-	if apiE != nil {
-		rec.Error = apiE.Error()
-	}
-	if err := s.writeAudit(rec); err != nil {
-		s.log.Error("audit write failed", "step", step, "err", err)
+	if err := s.writeAudit(s.record(sessionID, f.Step(), caller, apiE, f)); err != nil {
+		s.log.Error("audit write failed", "step", f.Step(), "err", err)
 	}
 }
 
@@ -198,7 +188,7 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *ses
 	if r.ContentLength > max {
 		drainOversized(r.Body)
 		apiE := apiErr(api.CodeTooLarge, fmt.Sprintf("the upload is %d bytes; the limit is %d", r.ContentLength, max))
-		s.auditFile(r, sess, "file.put", p, apiE, nil)
+		s.auditFile(r, sess.ID, &facts.FilePut{SessionID: sess.ID, Path: p}, apiE)
 		writeError(w, apiE)
 		return
 	}
@@ -208,10 +198,10 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *ses
 			// Let a client still writing its body read the answer.
 			drainOversized(r.Body)
 			apiE := fileError(err)
-			s.auditFile(r, sess, "file.put", p, apiE, nil)
+			s.auditFile(r, sess.ID, &facts.FilePut{SessionID: sess.ID, Path: p}, apiE)
 			return apiE
 		}
-		s.auditFile(r, sess, "file.put", p, nil, map[string]any{"size": size, "sha256": sum})
+		s.auditFile(r, sess.ID, &facts.FilePut{SessionID: sess.ID, Path: p, Size: &size, SHA256: sum}, nil)
 		writeJSON(w, http.StatusCreated, api.Uploaded{Path: p, Size: size, SHA256: sum})
 		return nil
 	})
@@ -223,11 +213,11 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *ses
 		f, info, err := ws.Open(p)
 		if err != nil {
 			apiE := fileError(err)
-			s.auditFile(r, sess, "file.get", p, apiE, nil)
+			s.auditFile(r, sess.ID, &facts.FileGet{SessionID: sess.ID, Path: p}, apiE)
 			return apiE
 		}
 		defer f.Close()
-		s.auditFile(r, sess, "file.get", p, nil, map[string]any{"size": info.Size})
+		s.auditFile(r, sess.ID, &facts.FileGet{SessionID: sess.ID, Path: p, Size: &info.Size}, nil)
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 		w.WriteHeader(http.StatusOK)
@@ -243,10 +233,10 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		if err := ws.Delete(p); err != nil {
 			apiE := fileError(err)
-			s.auditFile(r, sess, "file.delete", p, apiE, nil)
+			s.auditFile(r, sess.ID, &facts.FileDelete{SessionID: sess.ID, Path: p}, apiE)
 			return apiE
 		}
-		s.auditFile(r, sess, "file.delete", p, nil, nil)
+		s.auditFile(r, sess.ID, &facts.FileDelete{SessionID: sess.ID, Path: p}, nil)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})

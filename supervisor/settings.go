@@ -16,16 +16,12 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/archive"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/internal/atomicfile"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
-
-// StepSettingsChange is the audit step of an admin settings change: who,
-// and each changed key's old and new effective value (secrets only as
-// set/unset, policy.RedactSetting).
-const StepSettingsChange = "settings.change"
 
 // SettingsFileName is where the admin overrides persist, in the sessions
 // directory of the state directory: that directory is the service user's
@@ -142,8 +138,8 @@ func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 		if caller.Key != "" {
 			msg = fmt.Sprintf("API key %q is not an admin; the operator can mark it name:key:admin in the keys file", caller.Key)
 		}
-		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, apiErr(api.CodeForbidden, msg),
-			map[string]any{"method": r.Method, "path": r.URL.Path}))
+		s.auditRefusal(s.record(newExecID(), facts.StepSettingsChange, caller, apiErr(api.CodeForbidden, msg),
+			&facts.SettingsChange{Method: r.Method, Path: r.URL.Path}))
 		writeError(w, apiErr(api.CodeForbidden, msg))
 	}
 }
@@ -196,20 +192,20 @@ func (s *Server) changeSettings(caller launch.Caller, body []byte) error {
 	defer l.mu.Unlock()
 	next, err := policy.ApplyPatch(l.op, l.ov, body, caller.ID())
 	if err != nil {
-		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, toAPI(err), nil))
+		s.auditRefusal(s.record(newExecID(), facts.StepSettingsChange, caller, toAPI(err), nil))
 		return err
 	}
 	oldEff, newEff := policy.Effective(l.op, l.ov), policy.Effective(l.op, next)
 	diff := settingsDiff(l.def, l.op, l.ov, next)
 	store, archChanged, err := l.arch.prepare(l.op, newEff, s.sessions)
 	if err != nil {
-		s.auditRefusal(s.record(newExecID(), StepSettingsChange, caller, toAPI(err), map[string]any{"changes": diff}))
+		s.auditRefusal(s.record(newExecID(), facts.StepSettingsChange, caller, toAPI(err), &facts.SettingsChange{Changes: diff}))
 		return err
 	}
 	if err := l.persist(next); err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "the settings cannot be persisted, so nothing was changed", "see the supervisor log", err)
 	}
-	rec := s.record(newExecID(), StepSettingsChange, caller, nil, map[string]any{"changes": diff})
+	rec := s.record(newExecID(), facts.StepSettingsChange, caller, nil, &facts.SettingsChange{Changes: diff})
 	if err := s.writeAudit(rec); err != nil {
 		s.log.Error("audit of a settings change failed; restoring the old settings", "err", err)
 		if perr := l.persist(l.ov); perr != nil {
@@ -229,18 +225,18 @@ func (s *Server) changeSettings(caller launch.Caller, body []byte) error {
 }
 
 // settingsDiff lists each setting whose effective value or source changed,
-// old -> new, redacted by policy.RedactSetting. A map on purpose: it is
-// keyed by setting name, an open set that grows with the settings, and its
-// values are of each setting's own type.
-func settingsDiff(def, op policy.Config, oldOv, newOv policy.Overrides) map[string]any {
+// old -> new, redacted by policy.RedactSetting. Keyed by setting name, an
+// open set that grows with the settings; old and new are of each setting's
+// own type.
+func settingsDiff(def, op policy.Config, oldOv, newOv policy.Overrides) map[string]facts.SettingChange {
 	before := map[string]policy.SettingState{}
 	for _, st := range policy.SettingStates(def, op, oldOv) {
 		before[st.Key] = st
 	}
-	out := map[string]any{}
+	out := map[string]facts.SettingChange{}
 	for _, st := range policy.SettingStates(def, op, newOv) {
 		if b := before[st.Key]; b != st {
-			out[st.Key] = map[string]any{"old": b.Value, "new": st.Value, "source": st.Source}
+			out[st.Key] = facts.SettingChange{Old: b.Value, New: st.Value, Source: st.Source}
 		}
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 	"github.com/sandboxd/sandboxd/session"
@@ -45,7 +46,8 @@ func TestSettingsAdminOnly(t *testing.T) {
 	cfg := testConfig()
 	cfg.AllowUIDs = []int{1000, 1001}
 	cfg.AdminUIDs = []int{1001}
-	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
+	sink := &audit.Memory{}
+	srv := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, sink, nil, "t")
 	srv.selfUID = 999
 	for _, tc := range []struct {
 		uid    int
@@ -64,6 +66,7 @@ func TestSettingsAdminOnly(t *testing.T) {
 	if got := srv.liveConfig().MaxSessions; got != cfg.MaxSessions {
 		t.Fatalf("a non-admin PATCH changed max_sessions to %d", got)
 	}
+	requireStrictFacts(t, sink.Records, facts.StepSettingsChange)
 }
 
 func TestSettingsPatchLiveAndPersisted(t *testing.T) {
@@ -114,7 +117,7 @@ func TestSettingsPatchLiveAndPersisted(t *testing.T) {
 	}
 	var found bool
 	for _, rec := range ts.sink.Records {
-		if rec.Step == StepSettingsChange && rec.OK {
+		if rec.Step == facts.StepSettingsChange && rec.OK {
 			b, _ := json.Marshal(rec.Facts)
 			if strings.Contains(string(b), `"exec_timeout_ms":{"new":1500,"old":30000`) {
 				found = true
@@ -124,6 +127,7 @@ func TestSettingsPatchLiveAndPersisted(t *testing.T) {
 	if !found {
 		t.Fatalf("no audit record with old -> new: %+v", ts.sink.Records)
 	}
+	requireStrictFacts(t, ts.sink.Records, facts.StepSettingsChange)
 	// Persistence round trip: a new server over the same state directory.
 	srv2 := NewServer(cfg, &fakeLauncher{}, fakeProber{readyChecks()}, &audit.Memory{}, nil, "t")
 	if err := srv2.LoadSettings(state); err != nil {

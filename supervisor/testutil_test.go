@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/audit"
+	"github.com/sandboxd/sandboxd/audit/facts"
 	"github.com/sandboxd/sandboxd/launch"
 	"github.com/sandboxd/sandboxd/policy"
 )
@@ -217,3 +218,30 @@ func newJSONRequest(ctx context.Context, body string) (*http.Request, error) {
 }
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+// requireStrictFacts fails t unless every record decodes strictly as its
+// step's type (audit/facts): a step without a type, a fact the type does
+// not define or a required fact missing is what `sandboxctl audit verify`
+// would report. It also fails unless each of want was seen.
+func requireStrictFacts(t *testing.T, recs []audit.Record, want ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range recs {
+		raw, err := json.Marshal(r.Facts)
+		if err != nil {
+			t.Fatalf("%s record: facts do not marshal: %v", r.Step, err)
+		}
+		if r.Facts == nil {
+			raw = nil
+		}
+		if _, err := facts.Decode(r.Step, r.OK, raw); err != nil {
+			t.Errorf("%s record (ok %v) is not as the schema says: %v\n%s", r.Step, r.OK, err, raw)
+		}
+		seen[r.Step] = true
+	}
+	for _, s := range want {
+		if !seen[s] {
+			t.Errorf("no %s record among %d", s, len(recs))
+		}
+	}
+}

@@ -46,11 +46,17 @@ func Describe(step string, ok bool, raw []byte, extra map[string]string) []strin
 	var out []string
 	f := New(step)
 	if f != nil {
+		absent := map[string]string{}
+		for _, fd := range Fields(f) {
+			if fd.Absent != "" {
+				absent[fd.Name] = fd.Absent
+			}
+		}
 		for _, s := range f.Sentences() {
 			if s.When == OnlyOK && !ok || s.When == OnlyFailed && ok {
 				continue
 			}
-			if line, show := fill(s.Text, m, extra, used); show {
+			if line, show := fill(s.Text, m, extra, absent, used); show {
 				out = append(out, strings.Split(line, "\n")...)
 			}
 		}
@@ -90,8 +96,9 @@ func Lenient(step string, raw []byte) Facts {
 }
 
 // fill replaces the placeholders of text; show is false when text names
-// facts and none of them is present.
-func fill(text string, m map[string]any, extra map[string]string, used map[string]bool) (string, bool) {
+// facts and none of them is present. A fact omitted as zero reads as its
+// zero (absent: "no", "0") but does not count as present.
+func fill(text string, m map[string]any, extra, absent map[string]string, used map[string]bool) (string, bool) {
 	var b strings.Builder
 	named, present := false, false
 	for {
@@ -116,6 +123,14 @@ func fill(text string, m map[string]any, extra map[string]string, used map[strin
 			if v, ok := m[name]; ok {
 				val, found, present = formatAs(v, format), true, true
 				break
+			}
+		}
+		if !found && format == "" {
+			for _, name := range strings.Split(names, "/") {
+				if z, ok := absent[name]; ok {
+					val, found = z, true
+					break
+				}
 			}
 		}
 		switch {

@@ -82,7 +82,8 @@ func (t *Timing) Stamp(tUS int64) { t.TUS = tUS }
 const MaxReport = 1 << 20
 
 // New returns a zero value of the facts type of step, or nil when the step
-// has no typed facts (session and file records, the writer's log records).
+// has no typed facts (the audit writer's own records about the log: header,
+// start, stop, rotate, prune).
 func New(step string) Facts {
 	switch step {
 	case StepAccept:
@@ -117,6 +118,28 @@ func New(step string) Facts {
 		return &EnvBuild{}
 	case StepSettingsSetterRevoked:
 		return &SettingsSetterRevoked{}
+	case StepSessionCreate:
+		return &SessionCreate{}
+	case StepSessionRestore:
+		return &SessionRestore{}
+	case StepSessionArchive:
+		return &SessionArchive{}
+	case StepSessionDelete:
+		return &SessionDelete{}
+	case StepSessionArchiveRemoved:
+		return &SessionArchiveRemoved{}
+	case StepArchiveExpire:
+		return &ArchiveExpire{}
+	case StepFilePut:
+		return &FilePut{}
+	case StepFileGet:
+		return &FileGet{}
+	case StepFileDelete:
+		return &FileDelete{}
+	case StepSettingsChange:
+		return &SettingsChange{}
+	case StepKeysReload:
+		return &KeysReload{}
 	}
 	return nil
 }
@@ -124,7 +147,9 @@ func New(step string) Facts {
 // All returns one zero value of every typed step, in launch order (for the
 // schema generator and tests).
 func All() []Facts {
-	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild, StepWarmExec, StepSettingsSetterRevoked}
+	steps := []string{StepAccept, StepDecide, StepPrepare, StepEnter, StepNetwork, StepSeccomp, StepDrop, StepExec, StepEgress, StepReap, StepArtifacts, StepInterrupted, StepKernelExec, StepEnvBuild, StepWarmExec,
+		StepSessionCreate, StepSessionRestore, StepSessionArchive, StepSessionDelete, StepSessionArchiveRemoved, StepArchiveExpire,
+		StepFilePut, StepFileGet, StepFileDelete, StepSettingsChange, StepSettingsSetterRevoked, StepKeysReload}
 	out := make([]Facts, len(steps))
 	for i, s := range steps {
 		out[i] = New(s)
@@ -262,6 +287,10 @@ type Field struct {
 	Type     string   // a short description of the JSON type
 	Doc      string   // what it asserts and how it was observed (tag doc)
 	Presence Presence // which records must carry it (tag audit)
+	// Absent is how an absent fact reads when it is omitted as zero
+	// (omitzero): "no" for a flag, "0" for a count; "" when absence
+	// means unknown.
+	Absent string
 }
 
 // Fields returns the facts of f's type in declaration order, embedded
@@ -293,9 +322,24 @@ func fieldsOf(t reflect.Type) []Field {
 		case "always":
 			p = Always
 		}
-		out = append(out, Field{Name: name, Type: jsonType(sf.Type), Doc: sf.Tag.Get("doc"), Presence: p})
+		out = append(out, Field{Name: name, Type: jsonType(sf.Type), Doc: sf.Tag.Get("doc"), Presence: p, Absent: absentAs(sf)})
 	}
 	return append(out, embedded...)
+}
+
+// absentAs is what an omitted fact of sf means: omitzero drops a false flag
+// and a zero count, so their absence is a value, not an unknown.
+func absentAs(sf reflect.StructField) string {
+	if !strings.Contains(sf.Tag.Get("json"), ",omitzero") {
+		return ""
+	}
+	switch sf.Type.Kind() {
+	case reflect.Bool:
+		return "no"
+	case reflect.Int, reflect.Int64, reflect.Uint64, reflect.Uint32, reflect.Int32:
+		return "0"
+	}
+	return ""
 }
 
 func jsonType(t reflect.Type) string {

@@ -93,7 +93,11 @@ func TestDecode(t *testing.T) {
 		{"failed exec needs no attestation", facts.StepExec, false, `{"t_us":1}`, ""},
 		{"trailing data", facts.StepAccept, false, `{"method":"GET","path":"/"} {}`, "trailing"},
 		{"not an object", facts.StepAccept, false, `[1]`, "accept facts"},
-		{"untyped step", "session.create", true, `{"session_id":"s"}`, "no typed facts"},
+		{"untyped step", "stop", true, `{"reason":"shutdown"}`, "no typed facts"},
+		{"a session record as written before it was typed", facts.StepSessionCreate, true, `{"key_sha256":"","restored":false,"session_id":"s","ttl_seconds":60,"workspace":"/w"}`, ""},
+		{"a settings change as written before it was typed", facts.StepSettingsChange, true, `{"changes":{"max_sessions":{"new":1,"old":64,"source":"admin"}}}`, ""},
+		{"a refused file put", facts.StepFilePut, false, `{"path":"a","session_id":"s"}`, ""},
+		{"an ok file put without its size", facts.StepFilePut, true, `{"path":"a","session_id":"s"}`, "missing size, sha256"},
 		{"a health probe's decide", facts.StepDecide, true, `{"runtime":"probe","limits":{"timeout_ms":5000},"probe":true}`, ""},
 		{"a refused probe's decide", facts.StepDecide, false, ``, ""},
 		{"reap: why the wait stopped, quota unmeasurable", facts.StepReap, true, `{"exit_code":0,"stopped":"quota","quota_exceeded":true,"quota_error":"statfs: EIO","probe":true}`, ""},
@@ -147,6 +151,15 @@ func TestDescribe(t *testing.T) {
 	}
 	if r, _ := facts.Lenient(facts.StepReap, raw).(*facts.Reap); r == nil || r.Outcome() != "timed out and was killed with SIGKILL after 5000 ms" {
 		t.Errorf("outcome %+v", r)
+	}
+	// A flag omitted as false reads "no", a count omitted as zero "0": the
+	// schema's omitzero makes their absence a value, not an unknown.
+	got = strings.Join(facts.Describe(facts.StepReap, true, []byte(`{"exit_code":0,"duration_ms":12}`), nil), "\n")
+	if want := "The payload ended: exit code 0, signal -, timed out: no, after 12 ms; usage -; OOM-killed: no"; !strings.Contains(got, want) {
+		t.Errorf("reap with its false flags omitted:\n%s\nwant %q", got, want)
+	}
+	if strings.Contains(got, "A health probe") || strings.Contains(got, "warm pool sandbox") {
+		t.Errorf("a sentence of absent flags only is printed:\n%s", got)
 	}
 	// A sentence none of whose facts is present is left out.
 	if got := facts.Describe(facts.StepSeccomp, false, []byte(`{"profile":"/p"}`), nil); len(got) != 1 || !strings.HasPrefix(got[0], "Payload profile /p, sha256 -") {

@@ -33,6 +33,9 @@ type Accept struct {
 // Step implements Facts.
 func (*Accept) Step() string { return StepAccept }
 
+// SetCode implements Coded.
+func (f *Accept) SetCode(code string) { f.Code = code }
+
 // Sentences implements Facts.
 func (*Accept) Sentences() []Sentence {
 	return []Sentence{
@@ -90,6 +93,9 @@ type Decide struct {
 
 // Step implements Facts.
 func (*Decide) Step() string { return StepDecide }
+
+// SetCode implements Coded.
+func (f *Decide) SetCode(code string) { f.Code = code }
 
 // Sentences implements Facts.
 func (*Decide) Sentences() []Sentence {
