@@ -51,7 +51,21 @@ type Limits struct {
 	MemoryBytes int64
 	Pids        int64
 	CPUs        float64
+	// Background gives the cgroup the lowest CPU weight (v2 cpu.weight 1,
+	// v1 cpu.shares 2; the kernel's defaults are 100 and 1024): work done
+	// ahead of demand — a warm sandbox being built, a helper pre-started —
+	// then runs on CPU no exec wants, and yields it to one that does
+	// (CFS divides a busy CPU between sibling cgroups by weight; an idle
+	// CPU is anyone's). SetLimits without it on a cgroup that had it gives
+	// back the default weight (a warm sandbox taken by an exec).
+	Background bool
 }
+
+// CPU weights: a background cgroup's and the kernel's default.
+const (
+	weightBackgroundV2, weightDefaultV2 = "1", "100"
+	sharesBackgroundV1, sharesDefaultV1 = "2", "1024"
+)
 
 // Manager creates exec cgroups in a delegated subtree.
 type Manager struct {
@@ -239,6 +253,8 @@ type Exec struct {
 	// peak, on v2, is memory.peak opened by ResetPeak: Linux resets the
 	// peak for reads through the file descriptor that was written to.
 	peak *os.File
+	// background: its CPU weight was set to the lowest (Limits.Background).
+	background bool
 }
 
 // validName refuses a cgroup name that is not one plain path component.
@@ -300,6 +316,11 @@ func (e *Exec) SetLimits(l Limits) error {
 		if l.CPUs > 0 {
 			writes = append(writes, w{"", "cpu.max", fmt.Sprintf("%d %d", int(l.CPUs*float64(period)), period)})
 		}
+		if l.Background {
+			writes = append(writes, w{"", "cpu.weight", weightBackgroundV2})
+		} else if e.background {
+			writes = append(writes, w{"", "cpu.weight", weightDefaultV2})
+		}
 	} else {
 		if l.MemoryBytes > 0 {
 			v := strconv.FormatInt(l.MemoryBytes, 10)
@@ -325,12 +346,18 @@ func (e *Exec) SetLimits(l Limits) error {
 			writes = append(writes, w{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)},
 				w{"cpu", "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs * float64(period)))})
 		}
+		if l.Background {
+			writes = append(writes, w{"cpu", "cpu.shares", sharesBackgroundV1})
+		} else if e.background {
+			writes = append(writes, w{"cpu", "cpu.shares", sharesDefaultV1})
+		}
 	}
 	for _, x := range writes {
 		if err := writeFile(filepath.Join(e.dirs[x.ctrl], x.file), x.value); err != nil {
 			return fmt.Errorf("set %s: %w", x.file, err)
 		}
 	}
+	e.background = l.Background
 	return nil
 }
 
@@ -387,6 +414,7 @@ func (e *Exec) renameV2(id string) error {
 	}
 	e.closePeak()
 	e.dirs[""] = to
+	e.background = false // a new cgroup: the default weight
 	old := &Exec{mode: ModeV2, dirs: map[string]string{"": from}}
 	if err := old.Remove(); err != nil {
 		return fmt.Errorf("remove the renamed cgroup: %w", err)

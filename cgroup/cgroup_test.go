@@ -195,9 +195,16 @@ func TestRealV1(t *testing.T) {
 func TestRealV1Rename(t *testing.T) {
 	testutil.RequireRoot(t, "delegate a cgroup")
 	m, parent := realV1Parent(t, "sandboxd-unit-rn-")
-	e, err := m.Create("pool-1", Limits{})
+	e, err := m.Create("pool-1", Limits{Background: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	shares := func() string {
+		b, _ := os.ReadFile(filepath.Join(e.dirs["cpu"], "cpu.shares"))
+		return strings.TrimSpace(string(b))
+	}
+	if got := shares(); got != "2" {
+		t.Fatalf("a background cgroup's cpu.shares %q, want 2", got)
 	}
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
@@ -227,6 +234,9 @@ func TestRealV1Rename(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.dirs["pids"], "pids.max")); strings.TrimSpace(string(b)) != "9" {
 		t.Fatalf("pids.max %q", b)
+	}
+	if got := shares(); got != "1024" {
+		t.Fatalf("cpu.shares %q once an exec took the cgroup, want the default 1024", got)
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()

@@ -34,6 +34,7 @@ func newFakeV2(t *testing.T, own, controllers, procs string) *fakeV2 {
 		"sandboxd/x/memory.max":                    "max\n",
 		"sandboxd/x/pids.max":                      "max\n",
 		"sandboxd/x/cpu.max":                       "max 100000\n",
+		"sandboxd/x/cpu.weight":                    "100\n",
 		"sandboxd/x/memory.events":                 "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
 		"sandboxd/x/cpu.stat":                      "usage_usec 312345\nuser_usec 300000\nsystem_usec 12345\n",
 		"sandboxd/x/memory.peak":                   "220200960\n",
@@ -163,6 +164,24 @@ func TestV2Files(t *testing.T) {
 		if got := f.read(t, rel); got != want {
 			t.Errorf("%s = %q, want %q", rel, got, want)
 		}
+	}
+	// A build ahead of demand runs in the background; the exec that takes
+	// it gets the default weight back, and an ordinary exec writes none.
+	for _, step := range []struct {
+		l    Limits
+		want string
+	}{{Limits{Background: true}, "1"}, {Limits{Pids: 64}, "100"}} {
+		_ = os.WriteFile(filepath.Join(f.root, "sandboxd/x/cpu.weight"), []byte("untouched"), 0o644)
+		if err := e.SetLimits(step.l); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.read(t, "sandboxd/x/cpu.weight"); got != step.want {
+			t.Errorf("cpu.weight after SetLimits(%+v) = %q, want %q", step.l, got, step.want)
+		}
+	}
+	_ = os.WriteFile(filepath.Join(f.root, "sandboxd/x/cpu.weight"), []byte("untouched"), 0o644)
+	if err := e.SetLimits(Limits{Pids: 64}); err != nil || f.read(t, "sandboxd/x/cpu.weight") != "untouched" {
+		t.Errorf("a foreground SetLimits on a foreground cgroup wrote cpu.weight (%v): a write per launch for nothing", err)
 	}
 	if _, err := os.Stat(filepath.Join(f.root, "sandboxd/x/memory.swap.max")); err == nil {
 		t.Error("memory.swap.max created where the kernel has none")

@@ -33,9 +33,9 @@ func TestHostLimitsEnforced(t *testing.T) {
 			for _, d := range cgroupDirs(root) {
 				if readTrim(filepath.Join(d, "cgroup.procs")) != "" && readTrim(filepath.Join(d, "memory.max")) != "max" &&
 					readTrim(filepath.Join(d, "pids.max")) != "max" {
-					seen = append(seen, fmt.Sprintf("%s memory.max=%s memory.swap.max=%s pids.max=%s cpu.max=%q", d,
+					seen = append(seen, fmt.Sprintf("%s memory.max=%s memory.swap.max=%s pids.max=%s cpu.max=%q cpu.weight=%s", d,
 						readTrim(filepath.Join(d, "memory.max")), readTrim(filepath.Join(d, "memory.swap.max")),
-						readTrim(filepath.Join(d, "pids.max")), readTrim(filepath.Join(d, "cpu.max"))))
+						readTrim(filepath.Join(d, "pids.max")), readTrim(filepath.Join(d, "cpu.max")), readTrim(filepath.Join(d, "cpu.weight"))))
 				}
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -47,8 +47,10 @@ func TestHostLimitsEnforced(t *testing.T) {
 	if l.MemoryBytes <= 0 || l.Pids <= 0 || l.CPUs <= 0 {
 		t.Fatalf("attested limits %+v: memory, pids and cpu must all be enforced on this host", l)
 	}
+	// The exec runs at the default CPU weight, also when a warm sandbox
+	// built in the background (weight 1) took it.
 	want := []string{"memory.max=" + strconv.FormatInt(l.MemoryBytes, 10), "memory.swap.max=0", "pids.max=" + strconv.FormatInt(l.Pids, 10),
-		fmt.Sprintf("cpu.max=\"%d 100000\"", int64(l.CPUs*100000))}
+		fmt.Sprintf("cpu.max=\"%d 100000\"", int64(l.CPUs*100000)), "cpu.weight=100"}
 	for _, s := range seen {
 		ok := true
 		for _, w := range want {
@@ -187,7 +189,8 @@ func (h *hostService) startKernel(path string, req map[string]any) {
 }
 
 // TestHostPools: the warm pool serves one-shot execs and the helper pool's
-// pre-started helpers wait in cgroups of their own.
+// pre-started helpers wait in cgroups of their own; both pools build in
+// the background (cpu.weight 1).
 func TestHostPools(t *testing.T) {
 	h := hostSvc(t)
 	waitFor(t, 3*time.Minute, "a warm python sandbox", func() string {
@@ -205,10 +208,27 @@ func TestHostPools(t *testing.T) {
 	waitFor(t, 2*time.Minute, "a pre-started helper in a pool-* cgroup", func() string {
 		for _, d := range cgroupDirs(root) {
 			if strings.HasPrefix(filepath.Base(d), "pool-") && readTrim(filepath.Join(d, "cgroup.procs")) != "" {
+				if w := readTrim(filepath.Join(d, "cpu.weight")); w != "1" {
+					return fmt.Sprintf("%s: cpu.weight %s, want 1 (a pre-started helper waits in the background)", d, w)
+				}
 				return ""
 			}
 		}
 		return fmt.Sprintf("none below %s: %v", root, cgroupDirs(root))
+	})
+	// The idle warm sandboxes: the only cgroups with processes at weight 1
+	// that are not pool-* ones (a session kernel's runs at 100).
+	waitFor(t, 2*time.Minute, "idle warm sandboxes in the background", func() string {
+		n := 0
+		for _, d := range settledCgroups(root) {
+			if readTrim(filepath.Join(d, "cgroup.procs")) != "" && readTrim(filepath.Join(d, "cpu.weight")) == "1" {
+				n++
+			}
+		}
+		if n == 0 {
+			return "no cgroup with processes and cpu.weight 1 below " + root + ": the warm sandboxes are not built in the background"
+		}
+		return ""
 	})
 }
 

@@ -672,3 +672,84 @@ func TestWarmPoolAdaptsToABurst(t *testing.T) {
 		t.Errorf("back at the floor with %v retired: the pool never grew above it", r)
 	}
 }
+
+// TestWarmBuildsInTheBackground: a warm sandbox and a pre-started helper
+// wait in cgroups at the lowest CPU weight (v1 cpu.shares 2, v2 cpu.weight
+// 1), so that their builds take only CPU no exec wants; the exec that
+// takes a warm sandbox runs at the default weight.
+func TestWarmBuildsInTheBackground(t *testing.T) {
+	in := setup(t)
+	path := auditLogPath(in)
+	s := in.startSupervisor(t, supervisorOpts{extra: append([]string{"--audit-log", path}, warmOn...)})
+	waitWarm(t, s, "python", 2)
+	dir, file, background, foreground := "", "cpu.weight", "1", "100"
+	for _, d := range in.cgroupDirs {
+		if _, err := os.Stat(filepath.Join(d, "cpu.shares")); err == nil {
+			dir, file, background, foreground = d, "cpu.shares", "2", "1024"
+		} else if _, err := os.Stat(filepath.Join(d, "cpu.weight")); err == nil && dir == "" {
+			dir = d
+		}
+	}
+	if dir == "" {
+		t.Fatalf("no cpu controller in %v", in.cgroupDirs)
+	}
+	// weights maps each cgroup with processes to its CPU weight.
+	weights := func() map[string]string {
+		out := map[string]string{}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			d := filepath.Join(dir, e.Name())
+			if procs, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); !e.IsDir() || err != nil || len(strings.TrimSpace(string(procs))) == 0 {
+				continue
+			}
+			w, _ := os.ReadFile(filepath.Join(d, file))
+			out[e.Name()] = strings.TrimSpace(string(w))
+		}
+		return out
+	}
+	idle := weights()
+	pooled := 0
+	for name, w := range idle {
+		// Nothing runs but the pools: every cgroup is an idle warm
+		// sandbox or a pre-started helper (pool-*).
+		if w != background {
+			t.Errorf("idle cgroup %s: %s %s, want %s", name, file, w, background)
+		}
+		if strings.HasPrefix(name, "pool-") {
+			pooled++
+		}
+	}
+	if pooled == 0 || len(idle)-pooled < 2 {
+		t.Fatalf("idle cgroups %v: want the pre-started helpers and at least 2 warm sandboxes", idle)
+	}
+	done := make(chan execResult, 1)
+	go func() { done <- s.exec(py("import time\ntime.sleep(1.5)\nprint('ran')")) }()
+	during := map[string][]string{}
+	for running := true; running; {
+		select {
+		case r := <-done:
+			done <- r
+			running = false
+		case <-time.After(30 * time.Millisecond):
+			for name, w := range weights() {
+				during[name] = append(during[name], w)
+			}
+		}
+	}
+	r := <-done
+	if r.Stdout != "ran\n" {
+		t.Fatalf("exec: %+v", r)
+	}
+	s.stop()
+	launchID, _ := auditStep(auditExec(auditRead(t, path), r.ID), "warm_exec").FactMap()["launch_id"].(string)
+	if launchID == "" {
+		t.Fatal("the exec did not run warm (no warm_exec record with a launch_id)")
+	}
+	if idle[launchID] != background {
+		t.Errorf("the warm sandbox %s before its take: %s %q, want %s", launchID, file, idle[launchID], background)
+	}
+	seen := during[launchID]
+	if len(seen) < 10 || seen[len(seen)/2] != foreground || seen[len(seen)-1] != foreground {
+		t.Errorf("the warm sandbox %s while its exec ran: %s %v, want %s", launchID, file, seen, foreground)
+	}
+}

@@ -230,12 +230,14 @@ func poolCgroupName() string {
 
 // preStart starts one helper for the pool: in a fresh cgroup without
 // limits yet (the launch that takes it writes its request's), moved there
-// now on v1.
+// now on v1, and in the background (the lowest CPU weight, until the
+// launch that takes it gives the default back): its start-up yields the
+// CPU to the execs running now.
 func (h *HelperLauncher) preStart() (*helperProc, error) {
 	var cg *cgroup.Exec
 	if h.cgroupMode() != cgroup.ModeNone {
 		var err error
-		if cg, err = h.cfg.Cgroups.Create(poolCgroupName(), cgroup.Limits{}); err != nil {
+		if cg, err = h.cfg.Cgroups.Create(poolCgroupName(), cgroup.Limits{Background: true}); err != nil {
 			return nil, err
 		}
 	}

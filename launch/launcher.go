@@ -262,13 +262,21 @@ func cgroupLimits(l policy.Limits) cgroup.Limits {
 	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs}
 }
 
+// launchCgroupLimits are req's cgroup limits: a warm sandbox's build runs
+// in the background (cgroup.Limits.Background) until an exec takes it.
+func launchCgroupLimits(req Request) cgroup.Limits {
+	l := cgroupLimits(req.Limits)
+	l.Background = req.Kernel == KernelWarm
+	return l
+}
+
 // execCgroup creates the exec's cgroup with its limits, or nil without
 // cgroups. The returned func removes it later.
 func (h *HelperLauncher) execCgroup(req Request) (*cgroup.Exec, func(), error) {
 	if h.cgroupMode() == cgroup.ModeNone {
 		return nil, func() {}, nil
 	}
-	cg, err := h.cfg.Cgroups.Create(req.ExecID, cgroupLimits(req.Limits))
+	cg, err := h.cfg.Cgroups.Create(req.ExecID, launchCgroupLimits(req))
 	if err != nil {
 		return nil, nil, errdefs.New(errdefs.ErrUnavailable, "create the exec's cgroup", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 	}
@@ -337,7 +345,7 @@ func (h *HelperLauncher) claimCgroup(hp *helperProc, req Request) error {
 	}
 	err := hp.cg.Rename(req.ExecID)
 	if err == nil {
-		err = hp.cg.SetLimits(cgroupLimits(req.Limits))
+		err = hp.cg.SetLimits(launchCgroupLimits(req))
 	}
 	if err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "set the exec's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)

@@ -39,8 +39,8 @@ type Request struct {
 	// record of its trail carries the fact probe: true.
 	Probe bool
 	// Kernel, for a long-lived launch (Start), says what it is: "session"
-	// (a session's kernel) or "once" (a process-mode exec run through the
-	// runner); its prepare record carries it.
+	// (a session's kernel), "once" (a process-mode exec run through the
+	// runner) or KernelWarm; its prepare record carries it.
 	Kernel string
 	// Output, when set, sees each chunk of the payload's stdout ("stdout")
 	// and stderr ("stderr") as it is read, before the caps (streaming); it

@@ -12,6 +12,10 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
+// KernelWarm is Request.Kernel of a warm sandbox's build: its cgroup is a
+// background one (cgroup.Limits.Background) until an exec takes it.
+const KernelWarm = "warm"
+
 // ErrWarmGone is Run's answer when the warm sandbox can no longer take a
 // request (it died while idle, was stopped, or was taken already) and
 // nothing of the request was handed to it: the caller launches cold.
@@ -167,6 +171,8 @@ func (w *Warm) hand(ex Request, header []byte) error {
 		return w.h.prepareFailed(ex, serr)
 	}
 	if cg := w.hp.cg; cg != nil {
+		// The exec's limits, and the default CPU weight: the build ran in
+		// the background, the exec does not.
 		if err := cg.SetLimits(cgroupLimits(ex.Limits)); err != nil {
 			return errdefs.New(errdefs.ErrUnavailable, "set the warm sandbox's cgroup limits", "check the delegated cgroup subtree (sandboxctl doctor)", err)
 		}

@@ -121,7 +121,7 @@ func (s *Server) buildWarm(ws warmStarter, key launch.WarmKey) (launch.WarmSandb
 	if err != nil {
 		return nil, err
 	}
-	t.ExecID, t.Code, t.Kernel, t.Network = newExecID(), src, "warm", api.NetworkNone
+	t.ExecID, t.Code, t.Kernel, t.Network = newExecID(), src, launch.KernelWarm, api.NetworkNone
 	w, err := ws.StartWarm(t)
 	if err != nil {
 		return nil, err
