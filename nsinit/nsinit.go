@@ -600,11 +600,42 @@ func endKeeper(pre PreludeOutcome, clean bool) {
 	if pre.KeeperPID <= 0 {
 		return
 	}
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	deadline := time.Now().Add(time.Second)
+	// The keeper's pidfd is readable once it has exited (Linux 5.3): the
+	// wait ends with its exit, where polling wait4 every millisecond ended
+	// up to a millisecond later, on every launch's path to its answer.
+	if pfd, err := unix.PidfdOpen(pre.KeeperPID, 0); err == nil {
+		waited := awaitPidfd(pfd, deadline)
+		unix.Close(pfd)
+		if waited {
+			_, _ = unix.Wait4(pre.KeeperPID, nil, unix.WNOHANG, nil)
+			return
+		}
+	}
+	for ; time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if pid, err := unix.Wait4(pre.KeeperPID, nil, unix.WNOHANG, nil); pid != 0 || (err != nil && err != unix.EINTR) {
 			return
 		}
 	}
+}
+
+// awaitPidfd waits until pfd is readable (its process exited) or the
+// deadline passes, and reports whether it could wait at all (false: poll
+// failed, the caller falls back to polling wait4).
+func awaitPidfd(pfd int, deadline time.Time) bool {
+	fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return false
+		case n > 0:
+			return true
+		}
+	}
+	return true
 }
 
 // becomeSubreaper makes this process a child subreaper before it forks

@@ -7,22 +7,37 @@
 # write raw bytes onto the channel. The supervisor trusts nothing written
 # here (invariant I12); this program only keeps honest code from
 # corrupting the channel by accident.
+import _collections_abc
 import ast
-import base64
+import binascii
 import builtins
 import codecs
-import inspect
 import io
 import json
 import linecache
 import os
-import platform
 import queue
 import signal
 import sys
 import threading
-import traceback
 import types
+
+# Not imported here, though the runner uses what they do: inspect (with
+# dis), platform and base64 cost about a fifth of the runner's start
+# (python -X importtime), which a session's first output waits for; the
+# few lines of each it needs are below. traceback is imported when an
+# exception is first described.
+
+# CO_COROUTINE, CO_ITERABLE_COROUTINE: inspect's code flags (Include/cpython/code.h).
+CO_COROUTINE, CO_ITERABLE_COROUTINE = 0x0080, 0x0100
+
+
+def isawaitable(value):
+    """inspect.isawaitable: a coroutine, a generator-based coroutine, or an
+    object with __await__."""
+    return (isinstance(value, types.CoroutineType)
+            or isinstance(value, types.GeneratorType) and bool(value.gi_code.co_flags & CO_ITERABLE_COROUTINE)
+            or isinstance(value, _collections_abc.Awaitable))
 
 MAX_FRAME_BYTES = 32 << 20  # protocol.MaxFrameBytes; a Go test checks they agree
 READ_CHUNK = 64 << 10
@@ -219,7 +234,7 @@ class Kernel:
         self.requests.put({"type": "shutdown"})
 
     def serve(self):
-        self.chan.send({"type": "ready", "language": "python", "version": platform.python_version()})
+        self.chan.send({"type": "ready", "language": "python", "version": sys.version.split()[0]})
         threading.Thread(target=self.read_requests, daemon=True, name="requests").start()
         while True:
             req = self.requests.get()
@@ -388,7 +403,7 @@ class Kernel:
 
     def _eval(self, code):
         value = eval(code, self.ns)
-        if code.co_flags & inspect.CO_COROUTINE:
+        if code.co_flags & CO_COROUTINE:
             value = self._await(value)
         return value
 
@@ -410,7 +425,7 @@ class Kernel:
         if not isinstance(inputs, dict):
             raise EntrypointError("inputs must be a JSON object")
         value = fn(**inputs)
-        if inspect.isawaitable(value):
+        if isawaitable(value):
             value = self._await(value)
         try:
             json.dumps(value, allow_nan=False)
@@ -427,6 +442,8 @@ class Kernel:
             seen.add(id(x))
             x.__traceback__ = self._caller_frames(x.__traceback__)
             todo += [x.__cause__, x.__context__]
+        import traceback
+
         text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         try:
             self.stderr.write(text)
@@ -486,7 +503,7 @@ class Kernel:
         self._sync_streams()  # keep prints before a display ahead of it
         frame = {"type": "display", "id": exec_id, "mime": mime}
         if mime in BINARY_MIMES:
-            frame["data_base64"] = base64.b64encode(payload).decode("ascii")
+            frame["data_base64"] = binascii.b2a_base64(payload, newline=False).decode("ascii")
         else:
             frame["data"] = payload
         try:
@@ -570,7 +587,7 @@ def mime_payload(mime, value):
     if mime in BINARY_MIMES:
         if isinstance(value, str):
             try:
-                value = base64.b64decode(value, validate=False)
+                value = binascii.a2b_base64(value)  # base64.b64decode(value, validate=False)
             except ValueError:
                 return None
         if isinstance(value, (bytearray, memoryview)):
