@@ -5,9 +5,11 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,24 +27,33 @@ import (
 func TestHostLimitsEnforced(t *testing.T) {
 	h := hostSvc(t)
 	root := h.cgroupRoot()
-	done := make(chan struct{})
-	var seen []string
+	// Every limited cgroup with processes, polled until the exec returns:
+	// the idle warm sandboxes' cgroups carry limits too (at the background
+	// CPU weight), so the exec's own is found among them by its values.
+	done, stop := make(chan struct{}), make(chan struct{})
+	seenSet := map[string]bool{}
 	go func() {
 		defer close(done)
-		for i := 0; i < 200 && len(seen) == 0; i++ {
+		for i := 0; i < 200; i++ {
 			for _, d := range cgroupDirs(root) {
 				if readTrim(filepath.Join(d, "cgroup.procs")) != "" && readTrim(filepath.Join(d, "memory.max")) != "max" &&
 					readTrim(filepath.Join(d, "pids.max")) != "max" {
-					seen = append(seen, fmt.Sprintf("%s memory.max=%s memory.swap.max=%s pids.max=%s cpu.max=%q cpu.weight=%s", d,
+					seenSet[fmt.Sprintf("%s memory.max=%s memory.swap.max=%s pids.max=%s cpu.max=%q cpu.weight=%s", d,
 						readTrim(filepath.Join(d, "memory.max")), readTrim(filepath.Join(d, "memory.swap.max")),
-						readTrim(filepath.Join(d, "pids.max")), readTrim(filepath.Join(d, "cpu.max")), readTrim(filepath.Join(d, "cpu.weight"))))
+						readTrim(filepath.Join(d, "pids.max")), readTrim(filepath.Join(d, "cpu.max")), readTrim(filepath.Join(d, "cpu.weight")))] = true
 				}
 			}
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}()
 	r := h.exec("/v1/exec", py("import time\ntime.sleep(6)\nprint('slept')"))
+	close(stop)
 	<-done
+	seen := slices.Sorted(maps.Keys(seenSet))
 	l := r.Policy.Limits
 	if l.MemoryBytes <= 0 || l.Pids <= 0 || l.CPUs <= 0 {
 		t.Fatalf("attested limits %+v: memory, pids and cpu must all be enforced on this host", l)
