@@ -376,7 +376,7 @@ func (st *Store) restore(a *archive.Observed, s *Session, caller launch.Caller) 
 	// package archive), the same identity that owns the session: one
 	// caller can never restore another's archive, whatever key it names.
 	k := archive.KeyFor(caller.ID(), s.Key)
-	f := &facts.SessionRestore{SessionID: s.ID, ArchiveObject: st.archiveObject(a, k)}
+	f := &facts.SessionRestore{SessionID: s.ID, ArchiveObject: archiveObject(a, k)}
 	ctx := context.Background() // the store bounds its own calls
 	r, err := a.Get(ctx, k)
 	if err == nil {
@@ -406,7 +406,7 @@ func (st *Store) restore(a *archive.Observed, s *Session, caller launch.Caller) 
 
 // archiveObject names an archive in audit records: the backend's relative
 // name (u<uid>/<sha256>.tar), never a credential or endpoint.
-func (st *Store) archiveObject(a *archive.Observed, k archive.Key) facts.ArchiveObject {
+func archiveObject(a *archive.Observed, k archive.Key) facts.ArchiveObject {
 	return facts.ArchiveObject{Archive: archive.Name(k), Backend: a.Backend()}
 }
 
@@ -414,7 +414,7 @@ func (st *Store) archiveObject(a *archive.Observed, k archive.Key) facts.Archive
 // the delete) and returns the bytes stored (nil when nothing was).
 func (st *Store) archive(a *archive.Observed, s *Session, caller launch.Caller) *int64 {
 	k := archive.KeyFor(s.owner(), s.Key)
-	f := &facts.SessionArchive{SessionID: s.ID, ArchiveObject: st.archiveObject(a, k)}
+	f := &facts.SessionArchive{SessionID: s.ID, ArchiveObject: archiveObject(a, k)}
 	ws, err := workspace.Open(st.WorkspaceDir(s), st.cfg.QuotaBytes)
 	var info archive.Info
 	if err == nil {
@@ -621,7 +621,7 @@ func (st *Store) Delete(id string, caller launch.Caller, why string) error {
 func (st *Store) trimArchives(a *archive.Observed, s *Session, caller launch.Caller) {
 	removed, err := archive.Trim(context.Background(), a, s.owner(), st.cfg.ArchiveCallerMaxBytes)
 	for _, r := range removed {
-		st.audit(s, caller, &facts.SessionArchiveRemoved{SessionID: s.ID, ArchiveObject: st.archiveObject(a, r.Key), Bytes: r.Size,
+		st.audit(s, caller, &facts.SessionArchiveRemoved{SessionID: s.ID, ArchiveObject: archiveObject(a, r.Key), Bytes: r.Size,
 			Why: "caller_budget", Owner: s.owner(), OwnerUID: s.OwnerUID, CallerMaxBytes: st.cfg.ArchiveCallerMaxBytes}, nil)
 	}
 	if err != nil {
@@ -643,7 +643,7 @@ func (st *Store) ExpireArchives() int {
 			break
 		}
 		rec := audit.Record{ExecID: newID(), Step: facts.StepArchiveExpire, Source: audit.SourceSupervisor, CallerUID: st.cfg.SelfUID, CallerGID: -1,
-			CallerPID: os.Getpid(), OK: true, Facts: &facts.ArchiveExpire{ArchiveObject: st.archiveObject(a, r.Key), Bytes: r.Size,
+			CallerPID: os.Getpid(), OK: true, Facts: &facts.ArchiveExpire{ArchiveObject: archiveObject(a, r.Key), Bytes: r.Size,
 				LastUsed: r.ModTime.UTC(), RetentionSeconds: int64(st.cfg.ArchiveRetention.Seconds())}}
 		if err := st.cfg.Sink.Write(rec); err != nil {
 			st.cfg.Log.Error("audit write failed", "step", rec.Step, "err", err)

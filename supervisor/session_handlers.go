@@ -173,8 +173,8 @@ func (s *Server) fileOp(w http.ResponseWriter, sess *session.Session, op func(ws
 	}
 }
 
-// auditFile writes a file.put or file.get record with facts f (the code
-// is added on a refusal).
+// auditFile writes a file.put, file.get or file.delete record with facts
+// f under the session's id (the code is added on a refusal).
 func (s *Server) auditFile(r *http.Request, sessionID string, f facts.Coded, apiE *APIError) {
 	caller, _ := callerFrom(r.Context())
 	if err := s.writeAudit(s.record(sessionID, f.Step(), caller, apiE, f)); err != nil {
@@ -188,7 +188,7 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *ses
 	if r.ContentLength > max {
 		drainOversized(r.Body)
 		apiE := apiErr(api.CodeTooLarge, fmt.Sprintf("the upload is %d bytes; the limit is %d", r.ContentLength, max))
-		s.auditFile(r, sess.ID, &facts.FilePut{SessionID: sess.ID, Path: p}, apiE)
+		s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
 		writeError(w, apiE)
 		return
 	}
@@ -198,10 +198,10 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *ses
 			// Let a client still writing its body read the answer.
 			drainOversized(r.Body)
 			apiE := fileError(err)
-			s.auditFile(r, sess.ID, &facts.FilePut{SessionID: sess.ID, Path: p}, apiE)
+			s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
 			return apiE
 		}
-		s.auditFile(r, sess.ID, &facts.FilePut{SessionID: sess.ID, Path: p, Size: &size, SHA256: sum}, nil)
+		s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}, Size: &size, SHA256: sum}, nil)
 		writeJSON(w, http.StatusCreated, api.Uploaded{Path: p, Size: size, SHA256: sum})
 		return nil
 	})
@@ -213,11 +213,11 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *ses
 		f, info, err := ws.Open(p)
 		if err != nil {
 			apiE := fileError(err)
-			s.auditFile(r, sess.ID, &facts.FileGet{SessionID: sess.ID, Path: p}, apiE)
+			s.auditFile(r, sess.ID, &facts.FileGet{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
 			return apiE
 		}
 		defer f.Close()
-		s.auditFile(r, sess.ID, &facts.FileGet{SessionID: sess.ID, Path: p, Size: &info.Size}, nil)
+		s.auditFile(r, sess.ID, &facts.FileGet{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}, Size: &info.Size}, nil)
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 		w.WriteHeader(http.StatusOK)
@@ -233,10 +233,10 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		if err := ws.Delete(p); err != nil {
 			apiE := fileError(err)
-			s.auditFile(r, sess.ID, &facts.FileDelete{SessionID: sess.ID, Path: p}, apiE)
+			s.auditFile(r, sess.ID, &facts.FileDelete{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
 			return apiE
 		}
-		s.auditFile(r, sess.ID, &facts.FileDelete{SessionID: sess.ID, Path: p}, nil)
+		s.auditFile(r, sess.ID, &facts.FileDelete{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, nil)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})

@@ -33,6 +33,21 @@ type Coded interface {
 	SetCode(code string)
 }
 
+// Refusal is the code fact of a record whose step a request can be refused
+// at, embedded last in its facts.
+type Refusal struct {
+	Code string `json:"code,omitzero" doc:"on refusal: the API error code; error has the message"`
+}
+
+// SetCode implements Coded.
+func (r *Refusal) SetCode(code string) { r.Code = code }
+
+// FileTarget is the file a file record is about.
+type FileTarget struct {
+	SessionID string `json:"session_id" audit:"always" doc:"the session"`
+	Path      string `json:"path" audit:"always" doc:"the path as the request named it"`
+}
+
 // SessionCreate is the facts of a session.create record.
 type SessionCreate struct {
 	SessionID  string `json:"session_id" audit:"always" doc:"the session's id (also the record's exec_id)"`
@@ -163,18 +178,14 @@ func (*ArchiveExpire) Sentences() []Sentence {
 
 // FilePut is the facts of a file.put record (PUT /v1/sessions/{id}/files/{path}).
 type FilePut struct {
-	SessionID string `json:"session_id" audit:"always" doc:"the session"`
-	Path      string `json:"path" audit:"always" doc:"the path as the request named it"`
-	Size      *int64 `json:"size,omitempty" audit:"required" doc:"bytes written"`
-	SHA256    string `json:"sha256,omitzero" audit:"required" doc:"SHA-256 of the bytes written"`
-	Code      string `json:"code,omitzero" doc:"on refusal: the API error code; error has the message"`
+	FileTarget
+	Size   *int64 `json:"size,omitempty" audit:"required" doc:"bytes written"`
+	SHA256 string `json:"sha256,omitzero" audit:"required" doc:"SHA-256 of the bytes written"`
+	Refusal
 }
 
 // Step implements Facts.
 func (*FilePut) Step() string { return StepFilePut }
-
-// SetCode implements Coded.
-func (f *FilePut) SetCode(code string) { f.Code = code }
 
 // Sentences implements Facts.
 func (*FilePut) Sentences() []Sentence {
@@ -186,17 +197,13 @@ func (*FilePut) Sentences() []Sentence {
 
 // FileGet is the facts of a file.get record (GET /v1/sessions/{id}/files/{path}).
 type FileGet struct {
-	SessionID string `json:"session_id" audit:"always" doc:"the session"`
-	Path      string `json:"path" audit:"always" doc:"the path as the request named it"`
-	Size      *int64 `json:"size,omitempty" audit:"required" doc:"bytes sent (the size fstat gave when the file was opened)"`
-	Code      string `json:"code,omitzero" doc:"on refusal: the API error code; error has the message"`
+	FileTarget
+	Size *int64 `json:"size,omitempty" audit:"required" doc:"bytes sent (the size fstat gave when the file was opened)"`
+	Refusal
 }
 
 // Step implements Facts.
 func (*FileGet) Step() string { return StepFileGet }
-
-// SetCode implements Coded.
-func (f *FileGet) SetCode(code string) { f.Code = code }
 
 // Sentences implements Facts.
 func (*FileGet) Sentences() []Sentence {
@@ -208,16 +215,12 @@ func (*FileGet) Sentences() []Sentence {
 
 // FileDelete is the facts of a file.delete record (DELETE /v1/sessions/{id}/files/{path}).
 type FileDelete struct {
-	SessionID string `json:"session_id" audit:"always" doc:"the session"`
-	Path      string `json:"path" audit:"always" doc:"the path as the request named it"`
-	Code      string `json:"code,omitzero" doc:"on refusal: the API error code; error has the message"`
+	FileTarget
+	Refusal
 }
 
 // Step implements Facts.
 func (*FileDelete) Step() string { return StepFileDelete }
-
-// SetCode implements Coded.
-func (f *FileDelete) SetCode(code string) { f.Code = code }
 
 // Sentences implements Facts.
 func (*FileDelete) Sentences() []Sentence {
@@ -242,14 +245,11 @@ type SettingsChange struct {
 	Changes map[string]SettingChange `json:"changes,omitempty" audit:"required" doc:"each setting whose effective value or source changed, by key: old, new, source (default, flag/env or admin)"`
 	Method  string                   `json:"method,omitzero" doc:"a caller refused at an admin route: the request's method"`
 	Path    string                   `json:"path,omitzero" doc:"a caller refused at an admin route: the request's path"`
-	Code    string                   `json:"code,omitzero" doc:"on refusal: the API error code; error has the message"`
+	Refusal
 }
 
 // Step implements Facts.
 func (*SettingsChange) Step() string { return StepSettingsChange }
-
-// SetCode implements Coded.
-func (f *SettingsChange) SetCode(code string) { f.Code = code }
 
 // Sentences implements Facts.
 func (*SettingsChange) Sentences() []Sentence {
