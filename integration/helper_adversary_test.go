@@ -148,40 +148,67 @@ func TestHelperHolderNotSignallable(t *testing.T) {
 	}
 }
 
-// TestHelperKilledLeavesNoOwnerProcess: a helper SIGKILLed at any moment
-// of a launch -- its steps, bwrap's set-up, the payload's run -- leaves no
+// TestHelperKilledLeavesNoOwnerProcess: a helper killed at any moment of
+// a launch -- its steps, bwrap's set-up, the payload's run -- leaves no
 // process of the namespace owner behind (such a process only root could
-// kill: the service uid gets EPERM). 200 launches, each killed at a random
-// moment after the release byte.
+// kill: the service uid gets EPERM). SIGKILL is the supervisor's kill past
+// its grace, the OOM killer's or an operator's; SIGTERM is the
+// supervisor's death (the helper's parent-death signal from its release
+// on) and the supervisor's first kill. SIGTERM's delays are short: the
+// moment that matters is bwrap's fork, right after the release byte, and
+// a SIGTERM that came while the fork was under way, before the helper
+// knew bwrap's pid, once left bwrap orphaned as the owner.
 func TestHelperKilledLeavesNoOwnerProcess(t *testing.T) {
 	in := setup(t)
-	const launches = 200
-	var leftovers []string
+	for _, tc := range []struct {
+		name     string
+		sig      syscall.Signal
+		launches int
+		maxDelay time.Duration
+	}{
+		{"SIGKILL", syscall.SIGKILL, 200, 60 * time.Millisecond},
+		{"SIGTERM", syscall.SIGTERM, 300, 3 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if left := killHelpersAtRandom(t, in, tc.sig, tc.launches, tc.maxDelay); len(left) > 0 {
+				t.Fatalf("processes of the namespace owner (uid %d) outlived their helper (%v):\n%s", in.ownerUID, tc.sig, strings.Join(left, "\n"))
+			}
+			// The payload runs as the service uid, which the supervisor can
+			// always kill (and whose cgroup it kills); log what is left of it.
+			if ps := userProcesses(in.uid); len(ps) > 0 {
+				t.Logf("processes of the service uid left (the supervisor's to kill): %d", len(ps))
+				_ = exec.Command("pkill", "-KILL", "-u", strconv.Itoa(in.uid)).Run()
+			}
+		})
+	}
+}
+
+// killHelpersAtRandom starts launches helpers, each sent sig at a random
+// moment up to maxDelay after its release byte, and returns the namespace
+// owner's processes left, checking every 20 launches.
+func killHelpersAtRandom(t *testing.T, in *installation, sig syscall.Signal, launches int, maxDelay time.Duration) []string {
 	for i := 0; i < launches; i++ {
 		d := in.startDirect(t, directOpts{})
 		d.sendSpec(t, in, "import time; time.sleep(30)")
 		if _, err := d.releaseW.Write([]byte{1}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rand.IntN(60_000)) * time.Microsecond)
-		_ = d.cmd.Process.Kill()
-		<-d.done
+		time.Sleep(time.Duration(rand.Int64N(int64(maxDelay))))
+		_ = d.cmd.Process.Signal(sig)
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+			t.Errorf("launch %d: the helper outlived %v by 10 s", i, sig)
+		}
 		if i%20 == 19 || i == launches-1 {
-			leftovers = append(leftovers, ownerLeftovers(in, 3*time.Second)...)
-			if len(leftovers) > 0 {
-				break
+			if left := ownerLeftovers(in, 3*time.Second); len(left) > 0 {
+				return left
 			}
 		}
 	}
-	if len(leftovers) > 0 {
-		t.Fatalf("processes of the namespace owner (uid %d) outlived their killed helper:\n%s", in.ownerUID, strings.Join(leftovers, "\n"))
-	}
-	// The payload runs as the service uid, which the supervisor can
-	// always kill (and whose cgroup it kills); log what is left of it.
-	if ps := userProcesses(in.uid); len(ps) > 0 {
-		t.Logf("processes of the service uid left (the supervisor's to kill): %d", len(ps))
-		_ = exec.Command("pkill", "-KILL", "-u", strconv.Itoa(in.uid)).Run()
-	}
+	return nil
 }
 
 // ownerLeftovers waits up to wait for the namespace owner's processes to

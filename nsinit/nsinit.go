@@ -70,6 +70,7 @@ type launch struct {
 	// the relay re-armed the parent-death signal (catchSIGTERM).
 	parentGone chan os.Signal
 	bwrapPID   atomic.Int64 // once bwrap is forked
+	forking    sync.Mutex   // held across bwrap's fork until bwrapPID is set (forkBwrap)
 	subreaper  bool         // bwrap's orphans come to this process (becomeSubreaper)
 	keeperDone sync.Once    // endKeeper
 }
@@ -127,7 +128,15 @@ func (l *launch) catchSIGTERM() {
 	signal.Notify(l.parentGone, syscall.SIGTERM)
 	go func() {
 		<-l.parentGone
+		// Not while bwrap's fork is under way (exec holds forking from
+		// just before it until bwrapPID is set): a bwrap forked but not
+		// yet known here was once left running while this process ended
+		// its keeper and died -- a bwrap that had joined the namespace in
+		// between had lost its parent-death signal (setns clears it), and
+		// the keeper had scanned before it joined. Held, exec never forks.
+		l.forking.Lock()
 		if pid := l.bwrapPID.Load(); pid > 0 {
+			l.forking.Unlock()
 			killSandbox(int(pid))
 			return
 		}
@@ -509,6 +518,20 @@ func (l *launch) exec() int {
 	}
 	xf.BwrapUID, xf.BwrapGID = l.pre.OwnerUID, l.pre.OwnerGID
 	l.becomeSubreaper()
+	pid, err := l.forkBwrap(argv)
+	if err != nil {
+		return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap")
+	}
+	l.rep.ok(xf)
+	return l.relay(pid)
+}
+
+// forkBwrap forks bwrap as the namespace owner and records its pid for
+// the SIGTERM handler, holding forking throughout (catchSIGTERM).
+func (l *launch) forkBwrap(argv []string) (int, error) {
+	cfg := l.cfg
+	l.forking.Lock()
+	defer l.forking.Unlock()
 	// bwrap gets the fixed base environment only: its reaper (pid 1 in the
 	// sandbox) keeps it in /proc/1/environ whatever --clearenv does.
 	pid, err := syscall.ForkExec(cfg.Bwrap, argv, &syscall.ProcAttr{
@@ -520,11 +543,10 @@ func (l *launch) exec() int {
 		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: &syscall.Credential{
 			Uid: uint32(l.pre.OwnerUID), Gid: uint32(l.pre.OwnerGID), NoSetGroups: true}},
 	})
-	if err != nil {
-		return l.rep.fail(xf, spec.ExitExec, fmt.Errorf("execve %s: %w", cfg.Bwrap, err), "install bubblewrap: apt-get install bubblewrap")
+	if err == nil {
+		l.bwrapPID.Store(int64(pid))
 	}
-	l.rep.ok(xf)
-	return l.relay(pid)
+	return pid, err
 }
 
 // relay stays bwrap's parent until bwrap exits, and exits as bwrap did.
@@ -552,7 +574,6 @@ func (l *launch) relay(pid int) int {
 		}
 		unix.Close(null)
 	}
-	l.bwrapPID.Store(int64(pid))
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, 0, nil)
@@ -586,15 +607,23 @@ func (l *launch) finishKeeper(clean bool) {
 	l.keeperDone.Do(func() { endKeeper(l.pre, clean) })
 }
 
-// lifeClean is the byte of a clean end on the life pipe (prelude keeper.h).
-const lifeClean = 'c'
+// The bytes of a deliberate end on the life pipe (prelude keeper.h): clean
+// (nothing left, no scan) or scan (scan now: bwrap is reaped or was never
+// forked). A pipe closed with neither is a helper that died, and the
+// keeper waits for it to be gone before it scans.
+const (
+	lifeClean = 'c'
+	lifeScan  = 'k'
+)
 
 func endKeeper(pre PreludeOutcome, clean bool) {
 	if pre.LifeFD > 2 {
+		end := byte(lifeScan)
 		if clean {
-			// One byte into an empty pipe: never blocks, never short.
-			_, _ = unix.Write(pre.LifeFD, []byte{lifeClean})
+			end = lifeClean
 		}
+		// One byte into an empty pipe: never blocks, never short.
+		_, _ = unix.Write(pre.LifeFD, []byte{end})
 		unix.Close(pre.LifeFD)
 	}
 	if pre.KeeperPID <= 0 {

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -11,8 +12,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxd/sandboxd/nsinit/prelude/keepertest"
 	"github.com/sandboxd/sandboxd/nsinit/spec"
 )
+
+// TestLifeBytesMatchKeeper: the bytes the helper writes are the ones the
+// keeper (C, keeper.h) reads.
+func TestLifeBytesMatchKeeper(t *testing.T) {
+	if lifeClean != keepertest.Clean || lifeScan != keepertest.Scan {
+		t.Fatalf("helper writes clean %q, scan %q; keeper reads %q, %q", lifeClean, lifeScan, keepertest.Clean, keepertest.Scan)
+	}
+}
 
 // relayChildEnv makes the test binary, started by TestHelperExitsAsBwrap,
 // run the helper's steps with a real child in bwrap's place (relayChild)
@@ -112,8 +122,9 @@ func TestRunStepsStopsAtFirstFailure(t *testing.T) {
 // TestRelayTellsKeeperCleanEnd: the relay writes the clean-end byte to the
 // keeper's life pipe (so that the keeper skips its /proc scan) only when
 // bwrap exited on its own and left nothing behind; a child that bwrap
-// left orphaned, or a bwrap killed by a signal, ends with a bare EOF and
-// the keeper scans and kills the namespace as before.
+// left orphaned, or a bwrap killed by a signal, ends with the scan byte
+// and the keeper scans and kills the namespace at once. (A bare EOF is
+// kept for a helper that died: the keeper waits for it to be gone first.)
 func TestRelayTellsKeeperCleanEnd(t *testing.T) {
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
@@ -147,8 +158,12 @@ func TestRelayTellsKeeperCleanEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if clean := string(got) == string(rune(lifeClean)); clean != tc.clean || len(got) > 1 {
-				t.Fatalf("life pipe carried %q after %q, want clean %v", got, tc.script, tc.clean)
+			want := []byte{lifeScan}
+			if tc.clean {
+				want = []byte{lifeClean}
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("life pipe carried %q after %q, want %q", got, tc.script, want)
 			}
 		})
 	}

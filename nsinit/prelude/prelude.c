@@ -59,7 +59,10 @@
 // bwrap, its set-up child, the sandbox's pid 1 and so the whole sandbox --
 // and exits -- unless the helper wrote the one "clean end" byte first
 // (keeper.h): bwrap exited on its own and no live process of the owner is
-// left, so there is nothing to scan for. (A pid namespace for bwrap to join would be simpler, but
+// left, so there is nothing to scan for. A pipe that ends with no byte at
+// all is a helper that died: the keeper waits until it is gone before it
+// scans, since a bwrap joining the namespace at that very moment is
+// reached by neither the scan nor its parent-death signal otherwise. (A pid namespace for bwrap to join would be simpler, but
 // bwrap's --pidns passes pids with SCM_CREDENTIALS, which fails while the
 // owner is not mapped in the namespace, and mapping it is not wanted.)
 //
@@ -460,8 +463,10 @@ static void kill_userns(void) {
 // keeper runs in the holder's child, in the new user namespace: it keeps
 // CAP_KILL and CAP_SYS_PTRACE there (to signal the namespace's processes
 // and read their ns links) and nothing else, no fd but the life pipe's
-// read end, and at EOF kills the namespace's processes and exits.
-static void keeper(int life) {
+// read end, and at the end of the helper's launch (keeper.h) kills the
+// namespace's processes and exits. helper is the helper's pid: a helper
+// that died is waited for before the scan (keeper.h says why).
+static void keeper(int life, pid_t helper) {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof data);
@@ -472,18 +477,26 @@ static void keeper(int life) {
 	if ((life > 0 && syscall(SYS_close_range, 0, (unsigned)life - 1, 0) < 0) ||
 	    syscall(SYS_close_range, (unsigned)life + 1, ~0U, 0) < 0)
 		_exit(1);
-	// A clean end (keeper.h) leaves nothing in the namespace: no scan.
-	if (!sbx_await_life_end(life)) kill_userns();
+	switch (sbx_await_life_end(life)) {
+	case SBX_LIFE_END_CLEAN:
+		_exit(0); // nothing in the namespace: no scan
+	case SBX_LIFE_END_LOST:
+		// Bounded: a helper's exit takes well under a millisecond; past
+		// the bound the scan runs anyway.
+		sbx_await_parent_gone(helper, SBX_KEEPER_WAIT_MS);
+		break;
+	}
+	kill_userns();
 	_exit(0);
 }
 
 // make_keeper forks the keeper.
-static int make_keeper(int life_r, int life_w, int *pid) {
+static int make_keeper(int life_r, int life_w, pid_t helper, int *pid) {
 	pid_t k = fork();
 	if (k < 0) return errno;
 	if (k == 0) {
 		close(life_w);
-		keeper(life_r);
+		keeper(life_r, helper);
 	}
 	*pid = (int)k;
 	return 0;
@@ -495,7 +508,7 @@ static int make_keeper(int life_r, int life_w, int *pid) {
 // released. It raises CAP_SYS_ADMIN only when the host refuses
 // unprivileged user namespaces, and unshare is no fork: RLIMIT_NPROC was
 // applied by the fork.
-static void holder(int ready, int release, int life_r, int life_w) {
+static void holder(int ready, int release, int life_r, int life_w, pid_t helper) {
 	struct sbx_prelude *r = &sbx_prelude_result;
 	struct holder_ready h = {0, 0, 0};
 	// Every id the owner's, the real ones included: the kernel lets a
@@ -511,7 +524,7 @@ static void holder(int ready, int release, int life_r, int life_w) {
 			if (h.err != 0) lower_cap();
 		}
 	}
-	if (h.err == 0 && (h.err = make_keeper(life_r, life_w, &h.keeper)) != 0) h.keeper_failed = 1;
+	if (h.err == 0 && (h.err = make_keeper(life_r, life_w, helper, &h.keeper)) != 0) h.keeper_failed = 1;
 	close(life_r);
 	close(life_w);
 	// Dumpable, so that its /proc files belong to its euid (the owner) and
@@ -590,11 +603,12 @@ static void make_userns(void) {
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t helper = getpid();
 	pid_t child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (child == 0) {
 		close(ready[0]);
 		close(release[1]);
-		holder(ready[1], release[0], life[0], life[1]);
+		holder(ready[1], release[0], life[0], life[1], helper);
 	}
 	int fork_err = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
