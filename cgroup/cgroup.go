@@ -570,7 +570,7 @@ func (m *Manager) Sweep() (int, error) {
 		}
 		e.KillAll()
 		if err := e.Remove(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, holdersError(err, "/proc", e.Procs()))
 		}
 	}
 	return len(names), errors.Join(errs...)

@@ -1,0 +1,65 @@
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// holdersError wraps the error of a cgroup that could not be removed
+// because processes are still in it, naming them and the fix. On cgroup v1
+// nothing kills a cgroup whole (there is no cgroup.kill): a process the
+// service uid may not signal -- one of the namespace owner's, which only
+// a fault in the helper's clean-up could leave -- keeps the cgroup, and
+// only root can end it. "device or resource busy" alone told an operator
+// none of that.
+func holdersError(err error, procRoot string, pids []int) error {
+	if len(pids) == 0 {
+		return err
+	}
+	ids := make([]string, len(pids))
+	for i, p := range pids {
+		ids[i] = strconv.Itoa(p)
+	}
+	return fmt.Errorf("%w: still holds %s, which the service uid could not kill; as root: kill -KILL %s, then restart sandboxd",
+		err, describeHolders(procRoot, pids), strings.Join(ids, " "))
+}
+
+// describeHolders lists pids as "pid (command, uid N)", from procRoot's
+// status files; a process already gone reads as such.
+func describeHolders(procRoot string, pids []int) string {
+	parts := make([]string, 0, len(pids))
+	for _, pid := range pids {
+		name, uid := "gone", ""
+		if b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "status")); err == nil {
+			name, uid = statusNameUID(string(b))
+		}
+		if uid != "" {
+			parts = append(parts, fmt.Sprintf("%d (%s, uid %s)", pid, name, uid))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d (%s)", pid, name))
+		}
+	}
+	return "pid " + strings.Join(parts, ", pid ")
+}
+
+// statusNameUID returns the Name and the real Uid of a /proc/<pid>/status.
+func statusNameUID(status string) (name, uid string) {
+	for _, line := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "Name":
+			name = strings.TrimSpace(v)
+		case "Uid":
+			if f := strings.Fields(v); len(f) > 0 {
+				uid = f[0]
+			}
+		}
+	}
+	return name, uid
+}
