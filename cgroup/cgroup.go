@@ -473,7 +473,12 @@ func (e *Exec) Procs() []int {
 // once, a fork bomb's children included; where it is missing the write
 // fails and the SIGKILL loop below does the work (a v1 cgroup, whose pids
 // limit keeps a fork bomb from outrunning the loop).
-func (e *Exec) KillAll() {
+func (e *Exec) KillAll() { e.killAll(false) }
+
+// killAll is KillAll; stopAtRefusal ends the wait early once every process
+// left refused the signal (EPERM): a process of another uid never becomes
+// this one's to kill, where one of its own that was killed exits soon.
+func (e *Exec) killAll(stopAtRefusal bool) {
 	if e.mode == ModeV2 {
 		_ = writeFile(filepath.Join(e.dirs[""], "cgroup.kill"), "1")
 	}
@@ -483,8 +488,14 @@ func (e *Exec) KillAll() {
 		if len(procs) == 0 || time.Now().After(deadline) {
 			return
 		}
+		refused := 0
 		for _, p := range procs {
-			_ = syscall.Kill(p, syscall.SIGKILL)
+			if err := syscall.Kill(p, syscall.SIGKILL); errors.Is(err, syscall.EPERM) {
+				refused++
+			}
+		}
+		if stopAtRefusal && refused == len(procs) {
+			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -543,7 +554,8 @@ func OwnV1Dirs(h Host) (map[string]string, error) {
 // Sweep kills the processes of, and removes, every exec cgroup left in the
 // delegated subtree: a supervisor killed with SIGKILL leaves them behind,
 // and nothing of an exec may outlive the supervisor that ran it. It returns
-// how many it removed.
+// how many it removed, and for each one it could not, why: a cgroup that
+// still holds processes after the kill is named with them (holdersError).
 func (m *Manager) Sweep() (int, error) {
 	if m.mode == ModeNone {
 		return 0, nil
@@ -561,6 +573,7 @@ func (m *Manager) Sweep() (int, error) {
 		}
 	}
 	var errs []error
+	removed := 0
 	for name := range names {
 		e := &Exec{mode: m.mode, dirs: map[string]string{}}
 		for c, parent := range m.dirs {
@@ -568,10 +581,16 @@ func (m *Manager) Sweep() (int, error) {
 				e.dirs[c] = filepath.Join(parent, name)
 			}
 		}
-		e.KillAll()
-		if err := e.Remove(); err != nil {
-			errs = append(errs, holdersError(err, "/proc", e.Procs()))
+		e.killAll(true)
+		if left := e.Procs(); len(left) > 0 {
+			errs = append(errs, holdersError(name, "/proc", left))
+			continue
 		}
+		if err := e.Remove(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
 	}
-	return len(names), errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }

@@ -8,23 +8,20 @@ import (
 	"strings"
 )
 
-// holdersError wraps the error of a cgroup that could not be removed
-// because processes are still in it, naming them and the fix. On cgroup v1
-// nothing kills a cgroup whole (there is no cgroup.kill): a process the
-// service uid may not signal -- one of the namespace owner's, which only
-// a fault in the helper's clean-up could leave -- keeps the cgroup, and
-// only root can end it. "device or resource busy" alone told an operator
-// none of that.
-func holdersError(err error, procRoot string, pids []int) error {
-	if len(pids) == 0 {
-		return err
-	}
+// holdersError is the sweep's error for the exec cgroup name that still
+// holds pids after it killed what it could, naming them and the fix. On
+// cgroup v1 nothing kills a cgroup whole (there is no cgroup.kill): a
+// process the service uid may not signal -- one of the namespace owner's,
+// which only a fault in the helper's clean-up could leave -- keeps the
+// cgroup, and only root can end it. The rmdir's "device or resource busy"
+// alone told an operator none of that.
+func holdersError(name, procRoot string, pids []int) error {
 	ids := make([]string, len(pids))
 	for i, p := range pids {
 		ids[i] = strconv.Itoa(p)
 	}
-	return fmt.Errorf("%w: still holds %s, which the service uid could not kill; as root: kill -KILL %s, then restart sandboxd",
-		err, describeHolders(procRoot, pids), strings.Join(ids, " "))
+	return fmt.Errorf("exec cgroup %s still holds %s, which the service uid could not kill; as root: kill -KILL %s, then restart sandboxd",
+		name, describeHolders(procRoot, pids), strings.Join(ids, " "))
 }
 
 // describeHolders lists pids as "pid (command, uid N)", from procRoot's

@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -216,4 +220,62 @@ func hasProcess(uid int, cmdline string, exclude ...int) bool {
 		}
 	}
 	return false
+}
+
+// TestSweepNamesWhatItCannotKill: a stale exec cgroup that holds a process
+// the service uid may not signal (here a sleep of the namespace owner's
+// uid, what a fault in the helper's clean-up would leave) is not removed
+// by the start-up sweep on cgroup v1, which has no cgroup.kill: the
+// supervisor's log then names the process, its command and uid, and the
+// root command that ends it. On v2 cgroup.kill ends it whatever its uid,
+// and the cgroup goes.
+func TestSweepNamesWhatItCannotKill(t *testing.T) {
+	in := setup(t)
+	holder := exec.Command("sleep", "300")
+	holder.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(in.ownerUID), Gid: uint32(in.ownerGID), NoSetGroups: true}}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = holder.Wait(); close(exited) }()
+	name := strings.Repeat("5e", 16)
+	var dirs []string
+	t.Cleanup(func() {
+		_ = holder.Process.Kill()
+		<-exited
+		for _, d := range dirs {
+			for i := 0; i < 100 && syscall.Rmdir(d) == syscall.EBUSY; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	pid := strconv.Itoa(holder.Process.Pid)
+	for _, parent := range in.cgroupDirs {
+		d := filepath.Join(parent, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(pid), 0o644); err != nil {
+			t.Fatalf("move the holder into %s: %v", d, err)
+		}
+	}
+	s := in.startSupervisor(t, supervisorOpts{extra: []string{"--warm-pool", "0"}})
+	s.stop()
+	log := s.logs.String()
+	if in.cgroupMode == "v2" {
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("cgroup.kill left the owner's process %s running:\n%s", pid, log)
+		}
+		if _, err := os.Stat(dirs[0]); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the stale cgroup %s is still there (%v):\n%s", dirs[0], err, log)
+		}
+		return
+	}
+	want := fmt.Sprintf("exec cgroup %s still holds pid %s (sleep, uid %d), which the service uid could not kill; as root: kill -KILL %s, then restart sandboxd", name, pid, in.ownerUID, pid)
+	if !strings.Contains(log, want) {
+		t.Fatalf("the sweep's warning does not name the process it could not kill; want %q in:\n%s", want, log)
+	}
 }

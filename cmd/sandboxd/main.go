@@ -162,8 +162,12 @@ func (d *daemon) recover() error {
 	if err := d.setupCgroups(); err != nil {
 		return err
 	}
-	if n, err := d.cg.Sweep(); n > 0 || err != nil {
-		d.log.Warn("killed and removed exec cgroups left by an earlier run", "count", n, "err", err)
+	n, err := d.cg.Sweep()
+	if n > 0 {
+		d.log.Warn("killed and removed exec cgroups left by an earlier run", "count", n)
+	}
+	if err != nil {
+		d.log.Error("exec cgroups left by an earlier run could not be removed", "err", err)
 	}
 	return nil
 }
