@@ -473,12 +473,7 @@ func (e *Exec) Procs() []int {
 // once, a fork bomb's children included; where it is missing the write
 // fails and the SIGKILL loop below does the work (a v1 cgroup, whose pids
 // limit keeps a fork bomb from outrunning the loop).
-func (e *Exec) KillAll() { e.killAll(false) }
-
-// killAll is KillAll; stopAtRefusal ends the wait early once every process
-// left refused the signal (EPERM): a process of another uid never becomes
-// this one's to kill, where one of its own that was killed exits soon.
-func (e *Exec) killAll(stopAtRefusal bool) {
+func (e *Exec) KillAll() {
 	if e.mode == ModeV2 {
 		_ = writeFile(filepath.Join(e.dirs[""], "cgroup.kill"), "1")
 	}
@@ -488,14 +483,8 @@ func (e *Exec) killAll(stopAtRefusal bool) {
 		if len(procs) == 0 || time.Now().After(deadline) {
 			return
 		}
-		refused := 0
 		for _, p := range procs {
-			if err := syscall.Kill(p, syscall.SIGKILL); errors.Is(err, syscall.EPERM) {
-				refused++
-			}
-		}
-		if stopAtRefusal && refused == len(procs) {
-			return
+			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -581,7 +570,10 @@ func (m *Manager) Sweep() (int, error) {
 				e.dirs[c] = filepath.Join(parent, name)
 			}
 		}
-		e.killAll(true)
+		// The full wait, even while every process left refuses the
+		// signal: a dying launch's keeper and holder (the namespace
+		// owner's, so EPERM here) end on their own within it.
+		e.KillAll()
 		if left := e.Procs(); len(left) > 0 {
 			errs = append(errs, holdersError(name, "/proc", left))
 			continue
