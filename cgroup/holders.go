@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/internal/procstatus"
 )
 
 // holdersError is the sweep's error for the exec cgroup name that still
@@ -31,7 +33,11 @@ func describeHolders(procRoot string, pids []int) string {
 	for _, pid := range pids {
 		name, uid := "gone", ""
 		if b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "status")); err == nil {
-			name, uid = statusNameUID(string(b))
+			name, _ = procstatus.Field(b, "Name")
+			uid, _ = procstatus.Field(b, "Uid")
+			if f := strings.Fields(uid); len(f) > 0 {
+				uid = f[0] // the real uid
+			}
 		}
 		if uid != "" {
 			parts = append(parts, fmt.Sprintf("%d (%s, uid %s)", pid, name, uid))
@@ -40,23 +46,4 @@ func describeHolders(procRoot string, pids []int) string {
 		}
 	}
 	return "pid " + strings.Join(parts, ", pid ")
-}
-
-// statusNameUID returns the Name and the real Uid of a /proc/<pid>/status.
-func statusNameUID(status string) (name, uid string) {
-	for _, line := range strings.Split(status, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "Name":
-			name = strings.TrimSpace(v)
-		case "Uid":
-			if f := strings.Fields(v); len(f) > 0 {
-				uid = f[0]
-			}
-		}
-	}
-	return name, uid
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/procstatus"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -41,17 +42,6 @@ func readSysctl(h Host, key string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(string(b)), true
-}
-
-// statusField returns a field of a /proc/PID/status file.
-func statusField(status []byte, key string) (string, bool) {
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && k == key {
-			return strings.TrimSpace(v), true
-		}
-	}
-	return "", false
 }
 
 // checkUserns: the user namespace the helper creates must be allowed.
@@ -460,7 +450,7 @@ func checkSeccomp(h Host) Result {
 		r.Status, r.Detail = Skip, "cannot read /proc/self/status: "+err.Error()
 		return r
 	}
-	mode, ok := statusField(status, "Seccomp")
+	mode, ok := procstatus.Field(status, "Seccomp")
 	if !ok {
 		r.Status, r.Detail = Fail, "the kernel has no seccomp (no Seccomp field in /proc/self/status)"
 		r.Fix = "boot a kernel built with CONFIG_SECCOMP=y and CONFIG_SECCOMP_FILTER=y (Debian's and Ubuntu's are)"
@@ -507,7 +497,7 @@ func checkCallerNNP(h Host) Result {
 		r.Status, r.Detail = Skip, "cannot read /proc/self/status: "+err.Error()
 		return r
 	}
-	if v, _ := statusField(status, "NoNewPrivs"); v == "1" {
+	if v, _ := procstatus.Field(status, "NoNewPrivs"); v == "1" {
 		r.Status = Warn
 		r.Detail = "this process runs with no_new_privs, and a supervisor started from here would too: " + nnpExplained
 		r.Fix = nnpFix
@@ -565,7 +555,7 @@ func checkSupervisorPrivileges(h Host, sup *Supervisor, o Options) Result {
 		r.Status, r.Detail = Skip, fmt.Sprintf("cannot read %s (%v): is the supervisor in another pid namespace? run doctor where it runs", path, err)
 		return r
 	}
-	field := func(k string) string { v, _ := statusField(status, k); return v }
+	field := func(k string) string { v, _ := procstatus.Field(status, k); return v }
 	mask := func(k string) uint64 { v, _ := parseCapMask(field(k)); return v }
 	uid := strings.Fields(field("Uid"))
 	var problems, fixes []string
@@ -648,7 +638,7 @@ func checkCgroups(h Host, sup *Supervisor, allowNone bool) Result {
 	status, err := h.ReadFile(fmt.Sprintf("/proc/%d/status", sup.PID))
 	uid := -1
 	if err == nil {
-		if f := strings.Fields(func() string { v, _ := statusField(status, "Uid"); return v }()); len(f) > 0 {
+		if f := strings.Fields(func() string { v, _ := procstatus.Field(status, "Uid"); return v }()); len(f) > 0 {
 			uid, _ = strconv.Atoi(f[0])
 		}
 	}

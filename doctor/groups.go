@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/internal/procstatus"
 	"github.com/sandboxd/sandboxd/nsinit/config"
 )
 
@@ -78,7 +79,7 @@ func supervisorIDs(h Host, sup *Supervisor) (uid, gid uint32, groups []uint32, e
 		return 0, 0, nil, err
 	}
 	first := func(key string) (uint32, error) {
-		v, _ := statusField(status, key)
+		v, _ := procstatus.Field(status, key)
 		f := strings.Fields(v)
 		if len(f) == 0 {
 			return 0, fmt.Errorf("no %s: line", key)
@@ -92,7 +93,7 @@ func supervisorIDs(h Host, sup *Supervisor) (uid, gid uint32, groups []uint32, e
 	if gid, err = first("Gid"); err != nil {
 		return 0, 0, nil, err
 	}
-	v, _ := statusField(status, "Groups")
+	v, _ := procstatus.Field(status, "Groups")
 	for _, g := range strings.Fields(v) {
 		n, err := strconv.ParseUint(g, 10, 32)
 		if err != nil {
