@@ -184,11 +184,12 @@ func (s *Server) auditFile(r *http.Request, sessionID string, f facts.Coded, api
 
 func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	p := r.PathValue("path")
+	target := facts.FileTarget{SessionID: sess.ID, Path: p}
 	max := s.cfg.WorkspaceQuotaBytes
 	if r.ContentLength > max {
 		drainOversized(r.Body)
 		apiE := apiErr(api.CodeTooLarge, fmt.Sprintf("the upload is %d bytes; the limit is %d", r.ContentLength, max))
-		s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
+		s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: target}, apiE)
 		writeError(w, apiE)
 		return
 	}
@@ -198,10 +199,10 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *ses
 			// Let a client still writing its body read the answer.
 			drainOversized(r.Body)
 			apiE := fileError(err)
-			s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
+			s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: target}, apiE)
 			return apiE
 		}
-		s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}, Size: &size, SHA256: sum}, nil)
+		s.auditFile(r, sess.ID, &facts.FilePut{FileTarget: target, Size: &size, SHA256: sum}, nil)
 		writeJSON(w, http.StatusCreated, api.Uploaded{Path: p, Size: size, SHA256: sum})
 		return nil
 	})
@@ -209,15 +210,16 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request, sess *ses
 
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	p := r.PathValue("path")
+	target := facts.FileTarget{SessionID: sess.ID, Path: p}
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		f, info, err := ws.Open(p)
 		if err != nil {
 			apiE := fileError(err)
-			s.auditFile(r, sess.ID, &facts.FileGet{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
+			s.auditFile(r, sess.ID, &facts.FileGet{FileTarget: target}, apiE)
 			return apiE
 		}
 		defer f.Close()
-		s.auditFile(r, sess.ID, &facts.FileGet{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}, Size: &info.Size}, nil)
+		s.auditFile(r, sess.ID, &facts.FileGet{FileTarget: target, Size: &info.Size}, nil)
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 		w.WriteHeader(http.StatusOK)
@@ -230,13 +232,14 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request, sess *ses
 
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	p := r.PathValue("path")
+	target := facts.FileTarget{SessionID: sess.ID, Path: p}
 	s.fileOp(w, sess, func(ws *workspace.Workspace) *APIError {
 		if err := ws.Delete(p); err != nil {
 			apiE := fileError(err)
-			s.auditFile(r, sess.ID, &facts.FileDelete{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, apiE)
+			s.auditFile(r, sess.ID, &facts.FileDelete{FileTarget: target}, apiE)
 			return apiE
 		}
-		s.auditFile(r, sess.ID, &facts.FileDelete{FileTarget: facts.FileTarget{SessionID: sess.ID, Path: p}}, nil)
+		s.auditFile(r, sess.ID, &facts.FileDelete{FileTarget: target}, nil)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})
